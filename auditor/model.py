@@ -1,0 +1,238 @@
+"""The vocabulary every stage shares: event kinds, grades, and the evidence records.
+
+Findings, incidents and diagnostics are frozen dataclasses of evidence. Prose (witness sentences,
+tables, HTML) is rendered from them in ``explain`` and ``render``; nothing here formats text for
+people except the fixed recommended response of each grade, which the SPEC defines per grade.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Kind(StrEnum):
+    """The five canonical event kinds (SPEC section 2)."""
+
+    LEASE_ACQUIRED = "lease_acquired"
+    PROGRESS = "progress"
+    EFFECT_ATTEMPTED = "effect_attempted"
+    EFFECT_COMMITTED = "effect_committed"
+    OUTCOME_VERIFIED = "outcome_verified"
+
+
+class SinkResult(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    UNKNOWN = "unknown"
+
+
+class Reporter(StrEnum):
+    COORDINATOR = "coordinator"
+    SINK = "sink"
+    WORKER = "worker"
+    VERIFIER = "verifier"
+
+
+class Grade(StrEnum):
+    """Finding grades, declared from least to most severe; compare with ``rank``."""
+
+    STALE_ACTIVITY = "stale_activity"
+    REJECTED_ATTEMPT = "rejected_attempt"
+    STALE_ATTEMPT = "stale_attempt"
+    STALE_COMMIT = "stale_commit"
+    DOUBLE_COMMIT = "double_commit"
+
+    @property
+    def rank(self) -> int:
+        return _GRADE_ORDER.index(self)
+
+    def at_least(self, other: "Grade") -> bool:
+        return self.rank >= other.rank
+
+
+_GRADE_ORDER = list(Grade)
+
+
+class DiagnosticKind(StrEnum):
+    """Diagnostics rank below every grade and never fail an audit by default."""
+
+    EPOCH_REGRESSION = "epoch_regression"
+    UNACQUIRED_EPOCH = "unacquired_epoch"
+    ORDERING_CONFLICT = "ordering_conflict"
+
+
+class Outcome(StrEnum):
+    """What the destination did with an effect, as far as the evidence shows."""
+
+    COMMITTED = "committed"
+    REJECTED = "rejected"
+    UNKNOWN = "unknown"
+
+
+class Confidence(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+RESPONSES: dict[Grade, str] = {
+    Grade.STALE_ACTIVITY: "Stop or quarantine the old worker; verify it emits nothing more.",
+    Grade.REJECTED_ATTEMPT: (
+        "Keep the rejection receipt; find why the lease was lost; "
+        "check the current owner still progresses."
+    ),
+    Grade.STALE_ATTEMPT: (
+        "Query the destination by effect key; treat as a possible stale commit."
+    ),
+    Grade.STALE_COMMIT: (
+        "Freeze further effects for this key; check the result; "
+        "decide whether compensation is safe."
+    ),
+    Grade.DOUBLE_COMMIT: (
+        "Treat the outcome as uncertain until an outcome_verified predicate or a human confirms it; "
+        "never auto-resolve by retrying the current owner."
+    ),
+}
+
+MEANINGS: dict[Grade, str] = {
+    Grade.STALE_ACTIVITY: "a displaced process is still running",
+    Grade.REJECTED_ATTEMPT: "the fence held: near miss",
+    Grade.STALE_ATTEMPT: "it may or may not have taken effect",
+    Grade.STALE_COMMIT: "the fence failed or did not exist: correctness incident",
+    Grade.DOUBLE_COMMIT: "the effect happened twice",
+}
+
+
+def stable_id(prefix: str, *parts: Any) -> str:
+    """A short id that depends only on its parts, so reruns and re-ingests agree."""
+    text = "\x1f".join("" if p is None else str(p) for p in parts)
+    return prefix + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One canonical event (SPEC section 2), as stored after normalization."""
+
+    seq: int
+    workflow_key: str
+    kind: Kind
+    epoch: int | None
+    worker: str = "unknown"
+    effect_key: str | None = None
+    sink: str | None = None
+    sink_result: SinkResult | None = None
+    reporter: Reporter | None = None
+    step_id: str | None = None
+    ts: str | None = None
+    event_id: str | None = None
+    attrs: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One graded piece of evidence at one event (the event at ``seq``).
+
+    ``outcome`` is set for attempts (resolved by later evidence) and commits; ``receipt_seq`` is the
+    rejection that resolved a ``rejected_attempt``; ``epochs`` lists, for a ``double_commit``, every
+    epoch that had committed the effect key up to and including this commit;
+    ``unstable_effect_key`` marks the double commit of one ``step_id`` under different effect keys.
+    """
+
+    id: str
+    grade: Grade
+    workflow_key: str
+    seq: int
+    kind: Kind
+    epoch: int
+    worker: str
+    current_epoch: int | None
+    current_worker: str | None
+    transition_seq: int | None
+    effect_key: str | None = None
+    step_id: str | None = None
+    sink: str | None = None
+    reporter: str | None = None
+    ts: str | None = None
+    outcome: Outcome | None = None
+    receipt_seq: int | None = None
+    epochs: tuple[int, ...] = ()
+    unstable_effect_key: bool = False
+    incident_id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["epochs"] = list(self.epochs)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    id: str
+    kind: DiagnosticKind
+    workflow_key: str
+    seq: int | None
+    epoch: int | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    worker: str | None
+    epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    seq: int
+    ts: str | None
+    kind: Kind
+
+
+@dataclass(frozen=True, slots=True)
+class EffectOutcome:
+    """What happened to one affected effect key inside an incident."""
+
+    effect_key: str
+    sink_outcome: Outcome
+    verified: bool
+    verified_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """Findings of one ``(workflow_key, displaced epoch)``, with the evidence an operator needs."""
+
+    id: str
+    workflow_key: str
+    severity: Grade
+    displaced: Owner
+    current: Owner
+    transition_seq: int | None
+    first_stale: EventRef | None
+    last_stale: EventRef | None
+    window_first_seq: int
+    window_last_seq: int
+    window_seconds: float | None
+    effect_keys: tuple[str, ...]
+    effects: tuple[EffectOutcome, ...]
+    sink_outcome: Outcome | None
+    verification: str  # "verified", "unverified", or "n/a" when no effect key is affected
+    freshness_seconds: float | None
+    confidence: Confidence
+    response: str
+    witness: str
+    grades: dict[str, int]
+    finding_ids: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["effect_keys"] = list(self.effect_keys)
+        d["effects"] = [asdict(e) for e in self.effects]
+        d["finding_ids"] = list(self.finding_ids)
+        return d
