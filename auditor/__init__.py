@@ -1,0 +1,93 @@
+"""Split-brain auditor: did a displaced owner keep acting after a newer epoch took over?
+
+The Python door. ``audit(paths)`` runs the whole pipeline (read -> normalize -> store -> detect ->
+explain) and returns an ``AuditResult``; ``report(db)`` re-runs detection over a stored DuckDB file.
+
+    >>> from auditor import audit
+    >>> result = audit(["fixtures/seed_split_brain.jsonl"])
+    >>> result.verdict, [f.grade.value for f in result.findings]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .model import Diagnostic, Event, Finding, Grade, Incident, Kind
+from .result import AuditResult
+from .store import Store, StoreError, StoreLocked
+
+__all__ = ["audit", "ingest", "report", "analyze", "AuditResult", "Finding", "Incident",
+           "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditError", "NoEvents"]
+
+
+class AuditError(Exception):
+    """The audit could not run (exit code 2)."""
+
+
+class NoEvents(AuditError):
+    """The input held no event at all (empty, or every line quarantined)."""
+
+
+Progress = Callable[[int], None]
+
+
+def ingest(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "auto",
+           progress: Progress | None = None, idempotent: bool = True):
+    """Read every path into ``store``; returns one ``SourceCounts`` per input file."""
+    from .ingest import discover, read_source
+
+    sources = discover(paths)
+    return [read_source(store, src, fmt, progress, idempotent) for src in sources]
+
+
+def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
+            require_events: bool = True) -> AuditResult:
+    """Detect and explain over everything in ``store``."""
+    from .detect import detect
+    from .explain import incidents, workflows
+
+    summary = store.input_summary()
+    if require_events and summary.events == 0:
+        if summary.lines_read == 0:
+            raise NoEvents("no event found in the input; check the path and the format")
+        raise NoEvents(f"every line was quarantined ({summary.quarantined} of {summary.lines_read}); "
+                       f"first: {_first_reason(summary)}")
+    det = detect(store)
+    findings, incs = incidents(det)
+    wfs = workflows(det, findings)
+    observed = sum(1 for w in wfs if w.ordering == "observed")
+    ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
+    return AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
+                       incidents=incs, diagnostics=det.diagnostics, fail_on=Grade(fail_on),
+                       store=store)
+
+
+def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
+          db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
+          keep_payloads: bool = False, progress: Progress | None = None) -> AuditResult:
+    """Audit event logs: ingest ``paths`` into a DuckDB store (in memory unless ``db``), detect, explain.
+
+    Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
+    ``timeline()``. Raises ``AuditError`` (``NoEvents``, ``InputError``) when the audit cannot run.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    store = Store(db, keep_payloads=keep_payloads)
+    ingest(paths, store, fmt, progress, idempotent=db is not None)
+    return analyze(store, fail_on)
+
+
+def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT) -> AuditResult:
+    """Re-run detection over a persistent store written by ``ingest`` or the span processor."""
+    if not Path(db).exists():
+        raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
+    return analyze(Store(db), fail_on)
+
+
+def _first_reason(summary) -> str:
+    if not summary.quarantine:
+        return "-"
+    q = summary.quarantine[0]
+    return f"{q.file}:{q.line}: {q.reason}"

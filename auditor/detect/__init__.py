@@ -1,0 +1,81 @@
+"""Stage 4, detect: graded findings and diagnostics from the stored events (SPEC section 3).
+
+``detect(store)`` runs ``detect.sql`` (the set-based detector) and returns findings as data. The
+incremental detector for live audits is ``detect.live``; a test pins the two together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, stable_id
+from ..sql import statements
+from ..store import Store
+
+SQL = statements("detect/detect.sql")
+
+_BUILD = ("acquisitions", "records", "displacement", "stale", "effects", "resolutions",
+          "first_commits", "step_commits", "findings")
+
+
+def finding_id(workflow_key: str, grade: Grade | str, seq: int) -> str:
+    return stable_id("f-", workflow_key, str(grade), seq)
+
+
+@dataclass(slots=True)
+class Detection:
+    """What the detector saw: findings and diagnostics, plus the facts explain needs."""
+
+    findings: list[Finding]
+    diagnostics: list[Diagnostic]
+    workflows: list[dict[str, Any]]          # workflow_key, events, acquisitions, observed
+    handovers: list[tuple[str, int, int, str]]  # (workflow_key, seq, epoch, worker) raising the epoch
+    verifications: dict[tuple[str, str], int]   # (workflow_key, effect_key) -> last outcome_verified seq
+    acquirers: dict[tuple[str, int], str]       # (workflow_key, epoch) -> worker who acquired it
+    newest_ts: datetime | None
+    finding_ts: dict[str, datetime | None] = field(default_factory=dict)  # finding id -> parsed ts
+    transition_ts: dict[tuple[str, int], datetime | None] = field(default_factory=dict)
+    capped: set[str] = field(default_factory=set)  # finding ids whose span was capped by limits
+
+
+def detect(store: Store) -> Detection:
+    con = store.con
+    for name in _BUILD:
+        con.execute(SQL[name])
+    try:
+        rows = con.execute(SQL["finding_rows"]).fetchall()
+        findings, finding_ts, capped = [], {}, set()
+        for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
+             sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs) in rows:
+            g = Grade(grade)
+            fid = finding_id(k, g, s)
+            findings.append(Finding(
+                id=fid, grade=g, workflow_key=k, seq=s, kind=Kind(kind), epoch=epoch, worker=worker,
+                current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
+                effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
+                outcome=Outcome(outcome) if outcome else None, receipt_seq=receipt,
+                epochs=tuple(epochs or ()), unstable_effect_key=bool(unstable)))
+            finding_ts[fid] = ts_utc
+            if attrs and '"otel.capped": true' in attrs:
+                capped.add(fid)
+        findings.sort(key=lambda f: (f.workflow_key, f.seq, f.grade.rank))
+
+        diagnostics = sorted(
+            (Diagnostic(stable_id("d-", k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
+             for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
+            key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
+        workflows = [
+            {"workflow_key": k, "events": n, "acquisitions": a, "observed": bool(o)}
+            for k, n, a, o in con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()]
+        handovers = [tuple(r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]
+        verifications = {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()}
+        acquirers = {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()}
+        transition_ts = {(k, s): t for k, s, t in con.execute(
+            "SELECT k, s, ts_utc FROM records WHERE handover").fetchall()}
+        (newest,) = con.execute(SQL["newest_ts"]).fetchone()
+    finally:
+        con.execute(SQL["drop"])
+    return Detection(findings, diagnostics, workflows, handovers, verifications, acquirers, newest,
+                     finding_ts, transition_ts, capped)

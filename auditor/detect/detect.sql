@@ -1,0 +1,177 @@
+-- Stage 4, detect: SPEC section 3 as set operations over the events table.
+--
+-- No sort or window runs over all events. Staleness needs, per (workflow_key, epoch), the seq at
+-- which that epoch was displaced: a small table built from the acquisitions alone (their running
+-- maximum gives the "records", acquisitions that raised the highest epoch, increasing in both seq
+-- and epoch, so an ASOF join finds the earliest one above an epoch). Events are then hash-joined
+-- against it. Windows run only over acquisitions and effect events.
+
+-- name: acquisitions
+CREATE OR REPLACE TEMP TABLE acq AS
+SELECT workflow_key AS k, ord AS s, epoch, worker, ts, ts_utc,
+       max(epoch) OVER (PARTITION BY workflow_key ORDER BY ord, event_id
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
+FROM events WHERE kind = 'lease_acquired';
+
+-- name: records
+CREATE OR REPLACE TEMP TABLE records AS
+SELECT k, s, epoch, worker, ts, ts_utc,
+       prev_max IS NOT NULL AS handover
+FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
+
+-- name: displacement
+-- For each (k, p) with evidence, the acquisition that displaced epoch p: the earliest record
+-- with a higher epoch.
+CREATE OR REPLACE TEMP TABLE displaced AS
+SELECT ep.k, ep.p, r.s AS t_seq, r.epoch AS t_epoch, r.worker AS t_worker, r.ts_utc AS t_ts
+FROM (SELECT DISTINCT workflow_key AS k, epoch AS p FROM events
+      WHERE kind <> 'lease_acquired' AND kind <> 'outcome_verified') ep
+ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
+
+-- name: stale
+-- Every stale event: a lower epoch's evidence at a seq above its displacement.
+CREATE OR REPLACE TEMP TABLE stale AS
+SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.worker, e.effect_key, e.step_id,
+       e.sink, e.sink_result, e.reporter, e.ts, e.event_id, d.t_seq
+FROM events e JOIN displaced d ON e.workflow_key = d.k AND e.epoch = d.p
+WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord > d.t_seq;
+
+-- name: effects
+CREATE OR REPLACE TEMP TABLE effects AS
+SELECT workflow_key AS k, ord AS s, kind, epoch, worker, effect_key, step_id, sink, sink_result,
+       reporter, ts, event_id,
+       kind = 'effect_committed' OR coalesce(sink_result = 'rejected', false) AS resolver
+FROM events WHERE kind IN ('effect_attempted', 'effect_committed');
+
+-- name: resolutions
+-- Each attempt's outcome is the next later rejection or commit of its (key, epoch, effect key).
+CREATE OR REPLACE TEMP TABLE resolutions AS
+SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq,
+       CASE WHEN r.kind = 'effect_committed' THEN 'committed'
+            WHEN r.sink_result = 'rejected' THEN 'rejected' END AS resolved_as
+FROM (SELECT * FROM effects WHERE NOT resolver) a
+ASOF LEFT JOIN (SELECT * FROM effects WHERE resolver) r
+    ON a.k = r.k AND a.epoch = r.epoch AND a.effect_key = r.effect_key AND a.s < r.s;
+
+-- name: first_commits
+-- The first commit of each epoch for each effect key, and for each step id.
+CREATE OR REPLACE TEMP TABLE first_commits AS
+SELECT k, effect_key, epoch, min(s) AS s,
+       row_number() OVER (PARTITION BY k, effect_key ORDER BY min(s)) AS nth,
+       list(epoch) OVER (PARTITION BY k, effect_key ORDER BY min(s)
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epochs
+FROM effects WHERE kind = 'effect_committed'
+GROUP BY k, effect_key, epoch;
+
+-- name: step_commits
+CREATE OR REPLACE TEMP TABLE step_commits AS
+SELECT k, step_id, epoch, min(s) AS s, arg_min(effect_key, s) AS effect_key,
+       row_number() OVER (PARTITION BY k, step_id ORDER BY min(s)) AS nth,
+       list(epoch) OVER (PARTITION BY k, step_id ORDER BY min(s)
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epochs,
+       list(arg_min(effect_key, s)) OVER (PARTITION BY k, step_id ORDER BY min(s)
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_keys
+FROM effects WHERE kind = 'effect_committed' AND step_id IS NOT NULL
+GROUP BY k, step_id, epoch;
+
+-- name: findings
+-- One row per finding: grade, the event it sits on, and what resolved it.
+CREATE OR REPLACE TEMP TABLE raw_findings AS
+SELECT 'stale_activity' AS grade, k, s, t_seq, NULL::VARCHAR AS outcome, NULL::BIGINT AS receipt_seq,
+       NULL::BIGINT[] AS epochs, false AS unstable
+FROM stale WHERE kind = 'progress'
+UNION ALL
+SELECT CASE WHEN r.resolved_as = 'rejected' THEN 'rejected_attempt' ELSE 'stale_attempt' END,
+       st.k, st.s, st.t_seq,
+       CASE WHEN r.resolved_as IS NOT NULL THEN r.resolved_as
+            WHEN st.sink_result = 'accepted' THEN 'committed'
+            ELSE 'unknown' END,
+       CASE WHEN r.resolved_as = 'rejected' THEN r.r_seq END, NULL, false
+FROM stale st JOIN resolutions r ON st.k = r.k AND st.s = r.s AND st.epoch = r.epoch
+    AND st.effect_key = r.effect_key
+WHERE st.kind = 'effect_attempted' AND coalesce(st.sink_result, '') <> 'rejected'
+UNION ALL
+-- A stale rejection is a finding of its own unless it is the receipt of a stale attempt.
+SELECT 'rejected_attempt', st.k, st.s, st.t_seq, 'rejected', st.s, NULL, false
+FROM stale st
+WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
+  AND NOT EXISTS (
+      SELECT 1 FROM resolutions r JOIN stale a ON a.k = r.k AND a.s = r.s AND a.epoch = r.epoch
+          AND a.effect_key = r.effect_key
+      WHERE r.k = st.k AND r.r_seq = st.s AND a.kind = 'effect_attempted')
+UNION ALL
+SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false
+FROM stale WHERE kind = 'effect_committed'
+UNION ALL
+SELECT 'double_commit', k, s, NULL, 'committed', NULL,
+       list_sort(list_distinct(flatten(list(epochs)))), bool_or(unstable)
+FROM (
+    SELECT k, s, epochs, false AS unstable FROM first_commits WHERE nth > 1
+    UNION ALL
+    SELECT k, s, epochs, true FROM step_commits
+    WHERE nth > 1 AND len(list_filter(earlier_keys, lambda x: x IS DISTINCT FROM effect_key)) > 0
+)
+GROUP BY k, s;
+
+-- name: finding_rows
+-- The findings with the evidence of the event they sit on and the owner at that point: the
+-- highest epoch acquired at a lower seq (the latest record before it).
+SELECT f.grade, f.k, f.s, e.kind, e.epoch, e.worker, c.epoch AS current_epoch,
+       c.worker AS current_worker, coalesce(f.t_seq, d.t_seq) AS transition_seq,
+       e.effect_key, e.step_id, e.sink, e.reporter, e.ts, f.outcome, f.receipt_seq,
+       f.epochs, f.unstable, e.ts_utc, e.attrs
+FROM (SELECT DISTINCT ON (f.grade, f.k, f.s) f.*, e.event_id
+      FROM raw_findings f JOIN events e
+        ON e.workflow_key = f.k AND e.ord = f.s
+       AND e.kind = CASE f.grade WHEN 'stale_activity' THEN 'progress'
+                                 WHEN 'stale_commit' THEN 'effect_committed'
+                                 WHEN 'double_commit' THEN 'effect_committed'
+                                 ELSE 'effect_attempted' END
+      ORDER BY f.grade, f.k, f.s, e.event_id) f
+JOIN events e ON e.event_id = f.event_id
+ASOF LEFT JOIN records c ON f.k = c.k AND f.s > c.s
+LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1];
+
+-- name: diagnostics
+SELECT 'epoch_regression' AS kind, k, s, epoch,
+       'acquired epoch ' || epoch || ' (' || worker || ') while epoch ' || prev_max ||
+       ' was already the highest' AS detail
+FROM acq WHERE epoch <= prev_max
+UNION ALL
+SELECT 'unacquired_epoch', e.k, e.s, e.p,
+       'evidence under epoch ' || e.p || ' but this key never shows it acquired'
+FROM (SELECT workflow_key AS k, epoch AS p, min(ord) AS s FROM events
+      WHERE kind <> 'lease_acquired' AND epoch IS NOT NULL
+      GROUP BY workflow_key, epoch) e
+WHERE NOT EXISTS (SELECT 1 FROM acq a WHERE a.k = e.k AND a.epoch = e.p)
+UNION ALL
+SELECT 'ordering_conflict', workflow_key, seq, NULL,
+       count(*) || ' different events share seq ' || seq
+FROM events WHERE seq IS NOT NULL
+GROUP BY workflow_key, seq HAVING count(*) > 1;
+
+-- name: workflows
+SELECT e.workflow_key, count(*) AS events,
+       count(*) FILTER (WHERE kind = 'lease_acquired') AS acquisitions,
+       bool_or(seq IS NULL) AS observed
+FROM events e GROUP BY e.workflow_key;
+
+-- name: handovers
+SELECT k, s, epoch, worker FROM records WHERE handover;
+
+-- name: verifications
+SELECT workflow_key, effect_key, max(ord) AS last_verified
+FROM events WHERE kind = 'outcome_verified' GROUP BY workflow_key, effect_key;
+
+-- name: newest_ts
+SELECT max(ts_utc) FROM events;
+
+-- name: acquirers
+-- Who acquired each epoch, for the displaced and current owners of an incident.
+SELECT k, epoch, arg_min(worker, s) AS worker, min(s) AS s FROM acq GROUP BY k, epoch;
+
+-- name: drop
+DROP TABLE IF EXISTS acq; DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS displaced;
+DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS effects; DROP TABLE IF EXISTS resolutions;
+DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
+DROP TABLE IF EXISTS raw_findings;

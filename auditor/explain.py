@@ -1,0 +1,181 @@
+"""Stage 5, explain: group findings into incidents and state them in plain words.
+
+An incident is every finding of one ``(workflow_key, displaced epoch)``; a double commit joins the
+incident of its lowest epoch. The incident is data (``model.Incident``); the witness sentence is
+the one piece of prose, built here from that data so every renderer shows the same words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable
+
+from .detect import Detection
+from .model import (RESPONSES, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind,
+                    Outcome, Owner, stable_id)
+from .result import WorkflowSummary
+
+_VERBS = {Kind.PROGRESS: "reported progress", Kind.EFFECT_ATTEMPTED: "attempted",
+          Kind.EFFECT_COMMITTED: "committed"}
+
+
+def incident_id(workflow_key: str, displaced_epoch: int) -> str:
+    return stable_id("i-", workflow_key, displaced_epoch)
+
+
+def displaced_epoch(f: Finding) -> int:
+    return min(f.epochs) if f.grade is Grade.DOUBLE_COMMIT and f.epochs else f.epoch
+
+
+def owner(worker: str | None, epoch: int | None) -> str:
+    return f"epoch {epoch} ({worker or 'unknown'})"
+
+
+def witness(transition: Owner | None, transition_seq: int | None, findings: list[Finding]) -> str:
+    """One sentence: who took over, what the displaced owner then did, and what that means."""
+    stale = [f for f in findings if f.grade is not Grade.DOUBLE_COMMIT]
+    doubles = [f for f in findings if f.grade is Grade.DOUBLE_COMMIT]
+    parts = []
+    if transition is not None and transition_seq is not None:
+        parts.append(f"{owner(transition.worker, transition.epoch)} was acquired at seq {transition_seq}")
+    worst = max(stale, key=lambda f: (f.grade.rank, -f.seq), default=None)
+    if worst is not None:
+        what = _VERBS[worst.kind]
+        if worst.effect_key and worst.kind is not Kind.PROGRESS:
+            what += f" {worst.effect_key}"
+        tail = {
+            Grade.STALE_ACTIVITY: "a displaced process is still running",
+            Grade.REJECTED_ATTEMPT: (f"the sink rejected it at seq {worst.receipt_seq}: the fence held"
+                                     if worst.receipt_seq != worst.seq else
+                                     "the sink rejected it: the fence held"),
+            Grade.STALE_ATTEMPT: ("it was then committed: the fence did not stop it"
+                                  if worst.outcome is Outcome.COMMITTED else
+                                  "no rejection is recorded: it may have taken effect"),
+            Grade.STALE_COMMIT: "a displaced owner changed the outside world",
+        }[worst.grade]
+        parts.append(f"{owner(worst.worker, worst.epoch)} then {what} at seq {worst.seq}: {tail}")
+    sentence = "; ".join(parts) + "." if parts else ""
+    for d in doubles:
+        others = ", ".join(str(e) for e in d.epochs if e != d.epoch)
+        label = "its step" if d.unstable_effect_key and d.effect_key is None else d.effect_key
+        extra = (f" Epoch {d.epoch} ({d.worker or 'unknown'}) committed {label} again at seq {d.seq} after epoch "
+                 f"{others} had: the effect happened twice")
+        if d.unstable_effect_key:
+            extra += f" (unstable effect key: step {d.step_id} used a different key under another epoch)"
+        sentence = (sentence + extra + ".").strip()
+    return sentence
+
+
+def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
+    """Findings with their incident ids filled in, and the incidents, sorted by key then seq."""
+    groups: dict[tuple[str, int], list[Finding]] = defaultdict(list)
+    for f in det.findings:
+        groups[(f.workflow_key, displaced_epoch(f))].append(f)
+    observed = {w["workflow_key"] for w in det.workflows if w["observed"]}
+
+    acquired_at = {(k, s): e for k, s, e, _w in det.handovers}
+    out: list[Incident] = []
+    linked: dict[str, str] = {}
+    for (key, epoch), fs in groups.items():
+        iid = incident_id(key, epoch)
+        fs.sort(key=lambda f: (f.seq, f.grade.rank))
+        for f in fs:
+            linked[f.id] = iid
+        out.append(_incident(det, acquired_at, iid, key, epoch, fs, key in observed))
+    out.sort(key=lambda i: (i.workflow_key, i.window_first_seq, i.displaced.epoch or 0))
+    findings = [dataclasses.replace(f, incident_id=linked[f.id]) for f in det.findings]
+    return findings, out
+
+
+def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str, key: str,
+              epoch: int, fs: list[Finding], observed: bool) -> Incident:
+    severity = max((f.grade for f in fs), key=lambda g: g.rank)
+    stale = [f for f in fs if f.grade is not Grade.DOUBLE_COMMIT]
+    transition_seq = next((f.transition_seq for f in fs if f.transition_seq is not None), None)
+    last = fs[-1]
+    current = Owner(last.current_worker, last.current_epoch)
+    transition = None
+    if transition_seq is not None:
+        t_epoch = acquired_at.get((key, transition_seq))
+        if t_epoch is not None:
+            transition = Owner(det.acquirers.get((key, t_epoch)), t_epoch)
+    displaced_worker = det.acquirers.get((key, epoch)) or next(
+        (f.worker for f in fs if f.epoch == epoch), None)
+
+    refs = [EventRef(f.seq, f.ts, f.kind) for f in (stale or fs)]
+    first_ref, last_ref = refs[0], refs[-1]
+    window_seconds = None
+    t_ts = det.transition_ts.get((key, transition_seq)) if transition_seq is not None else None
+    last_ts = det.finding_ts.get((stale or fs)[-1].id)
+    if t_ts is not None and last_ts is not None:
+        window_seconds = (last_ts - t_ts).total_seconds()
+    freshness = None
+    if det.newest_ts is not None and last_ts is not None:
+        freshness = (det.newest_ts - last_ts).total_seconds()
+
+    effects = []
+    for ek in sorted({f.effect_key for f in fs if f.effect_key}):
+        of_key = [f for f in fs if f.effect_key == ek]
+        outcome = _sink_outcome(f.outcome for f in of_key)
+        last_seq = max(f.seq for f in of_key)
+        verified_seq = det.verifications.get((key, ek))
+        verified = verified_seq is not None and verified_seq > last_seq
+        effects.append(EffectOutcome(ek, outcome, verified, verified_seq if verified else None))
+    sink = _sink_outcome(e.sink_outcome for e in effects) if effects else None
+    verification = ("n/a" if not effects else
+                    "verified" if all(e.verified for e in effects) else "unverified")
+
+    commits = [f for f in fs if f.kind is Kind.EFFECT_COMMITTED]
+    if observed:
+        confidence = Confidence.LOW
+    elif any(f.reporter == "worker" for f in commits) or any(f.id in det.capped for f in fs):
+        confidence = Confidence.MEDIUM
+    else:
+        confidence = Confidence.HIGH
+
+    grades: dict[str, int] = {}
+    for f in fs:
+        grades[f.grade.value] = grades.get(f.grade.value, 0) + 1
+    return Incident(
+        id=iid, workflow_key=key, severity=severity,
+        displaced=Owner(displaced_worker, epoch), current=current,
+        transition_seq=transition_seq,
+        first_stale=first_ref if stale else None, last_stale=last_ref if stale else None,
+        window_first_seq=(stale or fs)[0].seq, window_last_seq=(stale or fs)[-1].seq,
+        window_seconds=window_seconds,
+        effect_keys=tuple(e.effect_key for e in effects), effects=tuple(effects),
+        sink_outcome=sink, verification=verification, freshness_seconds=freshness,
+        confidence=confidence, response=RESPONSES[severity],
+        witness=witness(transition, transition_seq, fs), grades=grades,
+        finding_ids=tuple(f.id for f in fs))
+
+
+def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:
+    seen = {o for o in outcomes if o is not None}
+    for o in (Outcome.COMMITTED, Outcome.UNKNOWN, Outcome.REJECTED):
+        if o in seen:
+            return o
+    return Outcome.UNKNOWN
+
+
+def workflows(det: Detection, findings: list[Finding]) -> list[WorkflowSummary]:
+    """Per workflow key: size, handovers (clean when no finding names them), worst grade."""
+    by_key: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_key[f.workflow_key].append(f)
+    handovers: dict[str, list[int]] = defaultdict(list)
+    for k, s, _e, _w in det.handovers:
+        handovers[k].append(s)
+    out = []
+    for w in det.workflows:
+        k = w["workflow_key"]
+        fs = by_key.get(k, [])
+        named = {f.transition_seq for f in fs}
+        hs = handovers.get(k, [])
+        out.append(WorkflowSummary(
+            workflow_key=k, events=w["events"], acquisitions=w["acquisitions"], handovers=len(hs),
+            clean_handovers=sum(1 for s in hs if s not in named), findings=len(fs),
+            severity=max((f.grade for f in fs), key=lambda g: g.rank) if fs else None,
+            ordering="observed" if w["observed"] else "authoritative"))
+    return out

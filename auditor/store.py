@@ -1,0 +1,260 @@
+"""Stage 3, store: the DuckDB schema, the one normalizer, and idempotent, per-file transactional appends.
+
+Every reader hands the store chunks of raw lines (``line``, ``raw`` bytes holding one JSON object);
+``store.sql`` normalizes them in one SQL pass into events or quarantined lines with a reason. A
+file is ingested inside one transaction, so an interrupted ingest leaves the store as it was, and
+events are keyed by ``event_id``, so ingesting the same evidence twice adds nothing.
+
+Threading: a ``Store`` owns one DuckDB connection; use it from one thread at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from .model import Event, Kind, Reporter, SinkResult
+from .result import InputSummary, QuarantinedLine
+from .sql import statements
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
+
+SQL = statements("store.sql")
+
+#: attrs keys whose values may carry payload bodies, prompts or secrets: stored as a hash only.
+PAYLOAD_KEYS = frozenset({"payload", "prompt", "input", "output", "arguments", "result", "body",
+                          "messages", "content", "completion", "response", "request"})
+
+_CANONICAL = frozenset({
+    "seq", "workflow_key", "job", "job_id", "run_id", "kind", "event", "epoch", "token",
+    "fencing_token", "owner_epoch", "lease_epoch", "worker", "effect_key", "idempotency_key",
+    "sink", "sink_result", "reporter", "step_id", "ts", "event_id",
+})
+
+
+class StoreError(Exception):
+    """The DuckDB store could not be opened or written."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the DuckDB file."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCounts:
+    """What one input file contributed: ``lines_read = events + duplicates + quarantined``."""
+
+    name: str
+    lines_read: int
+    events: int
+    duplicates: int
+    quarantined: int
+    skipped: bool = False  # the same bytes were already ingested into this store
+
+
+def payload_hash(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def redact(value: Any, keep_payloads: bool = False) -> Any:
+    """Replace payload-like fields (at any depth) by their SHA-256, unless told to keep them."""
+    if keep_payloads:
+        return value
+    stack = [value]
+    while stack:  # iterative: hostile input nests deeper than Python's recursion limit
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(k, str) and k.lower() in PAYLOAD_KEYS:
+                    node[k] = payload_hash(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return value
+
+
+def attrs_of(record: dict[str, Any], keep_payloads: bool = False) -> dict[str, Any] | None:
+    """The ``attrs`` of a raw record: its ``attrs`` object plus every non-canonical field."""
+    out: dict[str, Any] = {}
+    inner = record.get("attrs")
+    if isinstance(inner, str):
+        try:
+            inner = json.loads(inner)
+        except ValueError:
+            pass
+    if isinstance(inner, dict):
+        out.update(inner)
+    elif inner is not None:
+        out["attrs"] = inner
+    for k, v in record.items():
+        if k not in _CANONICAL and k != "attrs":
+            out[k] = v
+    return redact(out, keep_payloads) or None
+
+
+def _attrs_udf(line: str, keep_payloads: bool) -> str | None:
+    try:
+        attrs = attrs_of(json.loads(line), keep_payloads)
+    except (ValueError, RecursionError):
+        return json.dumps({"attrs_error": "attrs could not be decoded"})
+    if attrs is None:
+        return None
+    return json.dumps(attrs, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class Store:
+    """A DuckDB database holding normalized events, quarantined lines and per-source accounting.
+
+    ``path=None`` is an in-memory database. A file path is created on first use and extended by
+    later ingests. Opening a file another process is writing raises ``StoreLocked`` after waiting
+    up to ``lock_timeout`` seconds.
+    """
+
+    def __init__(self, path: str | Path | None = None, *, keep_payloads: bool = False,
+                 lock_timeout: float = 0.0, read_only: bool = False) -> None:
+        self.path = None if path is None else Path(path)
+        self.keep_payloads = keep_payloads
+        self.con = self._connect(lock_timeout, read_only)
+        self.con.execute("SET TimeZone = 'UTC'")
+        self.con.create_function(
+            "auditor_attrs", _attrs_udf, ["VARCHAR", "BOOLEAN"], "VARCHAR", side_effects=False)
+        if not read_only:
+            self.con.execute(SQL["schema"])
+
+    def _connect(self, lock_timeout: float, read_only: bool) -> duckdb.DuckDBPyConnection:
+        if self.path is None:
+            return duckdb.connect(":memory:")
+        deadline = time.monotonic() + lock_timeout
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.IOException as e:
+                if "lock" not in str(e).lower():
+                    raise StoreError(f"{self.path}: cannot open the DuckDB store: {e}") from e
+                if time.monotonic() >= deadline:
+                    raise StoreLocked(
+                        f"{self.path}: another process is using this DuckDB store; wait for it "
+                        "to finish (or pass --wait SECONDS) and run the command again") from e
+                time.sleep(0.2)
+            except duckdb.Error as e:
+                raise StoreError(
+                    f"{self.path}: not a usable DuckDB store ({e}); point --db at a new file") from e
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Appending.
+
+    def already_ingested(self, digest: str | None) -> bool:
+        if digest is None:
+            return False
+        row = self.con.execute("SELECT 1 FROM sources WHERE digest = ?", [digest]).fetchone()
+        return row is not None
+
+    def ingest(self, name: str, fmt: str, chunks: Iterable["pa.Table"],
+               digest: str | None = None) -> SourceCounts:
+        """Normalize and append one source inside one transaction.
+
+        ``chunks`` yields arrow tables with columns ``line`` (int64, 1-based, what a person is shown),
+        ``pos`` (int64, unique and increasing within the source), ``raw`` (binary, one JSON object)
+        and ``bad`` (a reason the reader already found, else null). Lines that are blank after trimming are not counted. If ``digest`` was
+        ingested before, nothing is read and ``skipped`` is set.
+        """
+        if self.already_ingested(digest):
+            return SourceCounts(name, 0, 0, 0, 0, skipped=True)
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            (source_id,) = con.execute(
+                "SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()
+            con.execute(SQL["create_staging"])
+            for raw_chunk in chunks:
+                con.register("raw_chunk", raw_chunk)
+                con.execute(SQL["stage"], [source_id, self.keep_payloads])
+                con.unregister("raw_chunk")
+            lines_read, normalized, quarantined = con.execute(SQL["staged_counts"]).fetchone()
+            con.execute(SQL["quarantine_staged"])
+            (before,) = con.execute("SELECT count(*) FROM events").fetchone()
+            con.execute(SQL["append_staged"])
+            (after,) = con.execute("SELECT count(*) FROM events").fetchone()
+            added = after - before
+            con.execute(
+                "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
+            con.execute("DROP TABLE staging")
+            con.execute(SQL["observed_order"])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return SourceCounts(name, lines_read, added, normalized - added, quarantined)
+
+    def append_records(self, name: str, records: Iterable[tuple[int, dict[str, Any]]]) -> SourceCounts:
+        """Append Python records ``(line, canonical dict)`` through the same normalizer."""
+        import pyarrow as pa
+
+        lines, raws = [], []
+        for line, record in records:
+            lines.append(line)
+            raws.append(json.dumps(record, default=str).encode())
+        table = pa.table({"line": pa.array(lines, pa.int64()), "pos": pa.array(range(1, len(lines) + 1), pa.int64()),
+                          "raw": pa.array(raws, pa.binary()), "bad": pa.nulls(len(lines), pa.string())})
+        return self.ingest(name, "records", [table])
+
+    # Reading.
+
+    def input_summary(self, first: int = 20) -> InputSummary:
+        lines_read, events, duplicates, quarantined = self.con.execute(SQL["totals"]).fetchone()
+        files = [r[0] for r in self.con.execute("SELECT name FROM sources ORDER BY source_id").fetchall()]
+        sample = [QuarantinedLine(*r) for r in self.con.execute(SQL["quarantine_first"], [first]).fetchall()]
+        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), sample)
+
+    def quarantine_frame(self) -> "pl.DataFrame":
+        return self.con.execute(
+            "SELECT s.name AS file, q.line, q.reason FROM quarantine q JOIN sources s USING (source_id) "
+            "ORDER BY q.source_id, q.line").pl()
+
+    def events_frame(self) -> "pl.DataFrame":
+        return self.con.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id").pl()
+
+    def events_of(self, workflow_key: str, limit: int | None = None) -> list[Event]:
+        sql = SQL["event_columns"] + " WHERE workflow_key = ? ORDER BY ord, event_id"
+        params: list[Any] = [workflow_key]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_event(r) for r in self.con.execute(sql, params).fetchall()]
+
+    def iter_events(self, batch: int = 100_000) -> Iterator[Event]:
+        """Every event in authoritative order per workflow key (the live detector's feed)."""
+        cur = self.con.cursor()
+        cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
+        while rows := cur.fetchmany(batch):
+            yield from (_event(r) for r in rows)
+
+
+def _event(row: tuple) -> Event:
+    seq, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs = row
+    return Event(
+        seq=seq, workflow_key=key, kind=Kind(kind), epoch=epoch, worker=worker,
+        effect_key=effect_key, sink=sink,
+        sink_result=SinkResult(sink_result) if sink_result else None,
+        reporter=Reporter(reporter) if reporter else None,
+        step_id=step_id, ts=ts, event_id=eid, attrs=json.loads(attrs) if attrs else None)
