@@ -1,0 +1,215 @@
+"""The command-line door: ``auditor audit | ingest | report | simulate``.
+
+Each command builds the library objects, makes one call and renders the result; errors from the
+library are turned into one ``Error: ...`` line and exit code 2 here and nowhere else.
+Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it (or --expect differs),
+2 the audit could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Iterator, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Audit event logs for split-brain execution: a displaced owner that kept "
+                       "acting after a newer owner epoch took over.")
+
+
+class Fmt(str, Enum):
+    auto = "auto"
+    jsonl = "jsonl"
+    csv = "csv"
+    parquet = "parquet"
+    otlp = "otlp"
+
+
+class GradeOpt(str, Enum):
+    stale_activity = "stale_activity"
+    rejected_attempt = "rejected_attempt"
+    stale_attempt = "stale_attempt"
+    stale_commit = "stale_commit"
+    double_commit = "double_commit"
+
+
+PATHS = typer.Argument(..., help="Files, directories or - (standard input); gzip/zstd welcome.")
+FORMAT = typer.Option(Fmt.auto, "--format", help="Input format; auto detects from name and content.")
+JSON_OUT = typer.Option(None, "--json", help="Write the JSON document to FILE, or - for stdout.")
+HTML_OUT = typer.Option(None, "--html", help="Write the self-contained HTML incident report to FILE.")
+FAIL_ON = typer.Option(GradeOpt.stale_attempt, "--fail-on", case_sensitive=False,
+                       help="Exit 1 when a finding of this grade or worse exists.")
+KEEP = typer.Option(False, "--keep-payloads",
+                    help="Keep payload-like attrs (prompt, input, output, ...) instead of their SHA-256.")
+WAIT = typer.Option(0.0, "--wait", help="Seconds to wait for another process holding the --db file.")
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"Error: {message}", err=True)
+    return typer.Exit(code=2)
+
+
+@contextmanager
+def errors() -> Iterator[None]:
+    """The one funnel from library exceptions to ``Error:`` lines and exit code 2."""
+    from . import AuditError
+    from .ingest import InputError
+    from .store import StoreError
+
+    try:
+        yield
+    except (AuditError, InputError, StoreError) as e:
+        raise fail(str(e))
+    except OSError as e:
+        raise fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as e:  # never a traceback for the operator; AUDITOR_DEBUG=1 shows it
+        if os.environ.get("AUDITOR_DEBUG"):
+            raise
+        raise fail(f"unexpected {type(e).__name__}: {e} (set AUDITOR_DEBUG=1 for the traceback)")
+
+
+@contextmanager
+def progress_bar(paths: list[str]) -> Iterator[Optional[callable]]:
+    """A byte-count progress bar on a terminal; nothing when stderr is not one."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    total = 0
+    for p in paths:
+        path = Path(p)
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            total += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), transient=True, disable=total < (64 << 20)) as bar:
+        task = bar.add_task("reading", total=total or None)
+        yield lambda n: bar.advance(task, n)
+
+
+def emit(result, json_out: Optional[str], html_out: Optional[Path]) -> None:
+    from .render.terminal import print_summary
+
+    if json_out:
+        from .render.json import render_json
+
+        text = render_json(result)
+        if json_out == "-":
+            sys.stdout.write(text)
+        else:
+            Path(json_out).write_text(text, encoding="utf-8")
+    if html_out:
+        from .render.html import render_html
+
+        Path(html_out).write_text(render_html(result), encoding="utf-8")
+    print_summary(result, sys.stderr if json_out == "-" else sys.stdout)
+
+
+def compare_expected(result, expect: Path) -> bool:
+    """Print PASS when the findings equal the expected (grade, workflow_key, seq) set, else FAIL."""
+    try:
+        wanted = {tuple(x) for x in json.loads(expect.read_text())["findings"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise fail(f"{expect}: cannot read the expected findings ({e}); expected "
+                   '{"findings": [["stale_activity", "workflow/key", 6], ...]}')
+    found = result.expected_triples()
+    out = sys.stdout
+    if found == wanted:
+        print(f"PASS: all {len(wanted)} expected findings found, nothing else", file=out)
+        return True
+    print("FAIL: findings differ from " + str(expect), file=out)
+    for g, k, s in sorted(wanted - found, key=lambda t: (t[1], t[2], t[0])):
+        print(f"  missing:    {g} {k} seq {s}", file=out)
+    for g, k, s in sorted(found - wanted, key=lambda t: (t[1], t[2], t[0])):
+        print(f"  unexpected: {g} {k} seq {s}", file=out)
+    return False
+
+
+@app.command()
+def audit(
+    paths: list[str] = PATHS,
+    format: Fmt = FORMAT,
+    json_out: Optional[str] = JSON_OUT,
+    html: Optional[Path] = HTML_OUT,
+    db: Optional[Path] = typer.Option(None, "--db", help="Persistent DuckDB store to extend (default: in memory)."),
+    fail_on: GradeOpt = FAIL_ON,
+    expect: Optional[Path] = typer.Option(
+        None, "--expect", help='Compare findings with {"findings": [[grade, workflow_key, seq], ...]}; '
+                               "exit 0 on PASS, 1 on FAIL."),
+    keep_payloads: bool = KEEP,
+    wait: float = WAIT,
+) -> None:
+    """Ingest PATHS, detect, and report findings (exit 1 at or above --fail-on)."""
+    from . import analyze, ingest
+    from .store import Store
+
+    with errors():
+        store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
+        with progress_bar(paths) as progress:
+            ingest(paths, store, format.value, progress, idempotent=db is not None)
+        result = analyze(store, fail_on.value)
+        emit(result, json_out, html)
+    if expect is not None:
+        raise typer.Exit(code=0 if compare_expected(result, expect) else 1)
+    raise typer.Exit(code=result.exit_code)
+
+
+@app.command("ingest")
+def ingest_cmd(
+    paths: list[str] = PATHS,
+    db: Path = typer.Option(..., "--db", help="The DuckDB store to append to (created if missing)."),
+    format: Fmt = FORMAT,
+    keep_payloads: bool = KEEP,
+    wait: float = WAIT,
+) -> None:
+    """Append PATHS to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
+    from . import ingest
+    from .render.terminal import clean
+    from .store import Store
+
+    with errors():
+        with Store(db, keep_payloads=keep_payloads, lock_timeout=wait) as store:
+            with progress_bar(paths) as progress:
+                counts = ingest(paths, store, format.value, progress, idempotent=True)
+            total = store.input_summary()
+    for c in counts:
+        if c.skipped:
+            typer.echo(f"{clean(c.name)}: already ingested, nothing added")
+        else:
+            typer.echo(f"{clean(c.name)}: {c.lines_read} lines read = {c.events} events + "
+                       f"{c.duplicates} duplicates + {c.quarantined} quarantined")
+    typer.echo(f"{db}: {total.events} events from {len(total.files)} files")
+
+
+@app.command()
+def report(
+    db: Path = typer.Option(..., "--db", help="A DuckDB store written by 'auditor ingest'."),
+    json_out: Optional[str] = JSON_OUT,
+    html: Optional[Path] = HTML_OUT,
+    fail_on: GradeOpt = FAIL_ON,
+    wait: float = WAIT,
+) -> None:
+    """Re-run detection over a persistent store and report (exit 1 at or above --fail-on)."""
+    from . import AuditError, analyze
+    from .store import Store
+
+    with errors():
+        if not db.exists():
+            raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
+        result = analyze(Store(db, lock_timeout=wait), fail_on.value)
+        emit(result, json_out, html)
+    raise typer.Exit(code=result.exit_code)
+
+
+def main() -> None:
+    app(prog_name="auditor")

@@ -1,0 +1,226 @@
+"""Stage 1, read: OTLP JSON lines, as the OpenTelemetry Collector's file exporter writes them.
+
+Each line is one ``{"resourceSpans": [...]}`` export request (protobuf JSON mapping, except that
+trace and span ids are hex and int64 values are decimal strings). Spans and span events go through
+the same mapping as the live span processor (``auditor.otel.map_span``) and come out as raw
+canonical records, which the store's one SQL normalizer then judges like any other line. A line
+can therefore yield zero records (a valid line without ownership evidence, or a logs/metrics
+line), one, or several; a line that is not OTLP JSON yields one reason and is quarantined.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from ..otel import map_span
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from . import Progress, Source
+
+#: Records per arrow chunk handed to the store.
+CHUNK_RECORDS = 50_000
+
+Yield = tuple[int, dict[str, Any] | None, str | None]
+
+
+class _BadLine(Exception):
+    """The line is JSON but not an OTLP traces export request."""
+
+
+def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "") -> Iterator[Yield]:
+    """Yield ``(line, canonical record, None)`` per ownership event, ``(line, None, reason)`` per bad line.
+
+    ``src`` is a path (gzip or zstd content is decompressed) or an open file, binary or text.
+    Lines are numbered from 1; blank lines are skipped (and not numbered out of sequence).
+    ``source_name`` only names the input in reasons' wording; it may be empty.
+    """
+    if isinstance(src, (str, Path)):
+        from . import open_bytes
+
+        with open_bytes(Path(src)) as f:
+            yield from _read_lines(f)
+    else:
+        yield from _read_lines(src)
+
+
+def _read_lines(f: IO[bytes] | IO[str]) -> Iterator[Yield]:
+    for n, raw in enumerate(f, start=1):
+        if isinstance(raw, bytes):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                yield n, None, "line is not valid UTF-8; re-encode the file as UTF-8"
+                continue
+        else:
+            text = raw
+        text = text.strip().lstrip("\ufeff")
+        if not text:
+            continue
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            yield n, None, "line is not valid JSON; the Collector's file exporter writes one JSON object per line"
+            continue
+        try:
+            records = list(_records(doc))
+        except _BadLine as e:
+            yield n, None, str(e)
+            continue
+        for rec in records:
+            yield n, rec, None
+
+
+def _records(doc: Any) -> Iterator[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        raise _BadLine("line is JSON but not an object; expected an OTLP export request")
+    resource_spans = doc.get("resourceSpans")
+    if resource_spans is None:
+        if "resourceLogs" in doc or "resourceMetrics" in doc or "resourceProfiles" in doc:
+            return  # another signal in the same file: no spans, nothing to audit
+        raise _BadLine('line has no "resourceSpans"; expected OTLP JSON traces (Collector file exporter)')
+    for rs in _list(resource_spans, "resourceSpans"):
+        resource = _attributes(_obj(rs.get("resource") or {}, "resource").get("attributes"))
+        for ss in _list(_obj(rs, "resourceSpans[]").get("scopeSpans"), "scopeSpans"):
+            for span in _list(_obj(ss, "scopeSpans[]").get("spans"), "spans"):
+                yield from _span(_obj(span, "span"), resource)
+
+
+def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
+    events = []
+    for ev in _list(span.get("events"), "events"):
+        ev = _obj(ev, "event")
+        events.append((str(ev.get("name", "")), _int(ev.get("timeUnixNano"), "timeUnixNano"),
+                       _attributes(ev.get("attributes")), _int(ev.get("droppedAttributesCount"), "droppedAttributesCount") or 0))
+    capped = bool(_int(span.get("droppedAttributesCount"), "droppedAttributesCount")
+                  or _int(span.get("droppedEventsCount"), "droppedEventsCount"))
+    return map_span(_hex_id(span.get("traceId"), 32, "traceId"), _hex_id(span.get("spanId"), 16, "spanId"),
+                    str(span.get("name", "")), _int(span.get("startTimeUnixNano"), "startTimeUnixNano"),
+                    _attributes(span.get("attributes")), events, resource, capped)
+
+
+def _list(v: Any, what: str) -> list[Any]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _BadLine(f'"{what}" is not a list; expected OTLP JSON')
+    return v
+
+
+def _obj(v: Any, what: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise _BadLine(f'"{what}" is not an object; expected OTLP JSON')
+    return v
+
+
+def _int(v: Any, what: str) -> int | None:
+    """An OTLP int64: a decimal string in JSON, though some writers emit a number."""
+    if v is None or v == "":
+        return None
+    if isinstance(v, bool):
+        raise _BadLine(f'"{what}" is {v!r}, expected an int64 (a decimal string)')
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            pass
+    raise _BadLine(f'"{what}" is {str(v)[:40]!r}, expected an int64 (a decimal string)')
+
+
+def _hex_id(v: Any, width: int, what: str) -> str:
+    """Trace and span ids are hex in OTLP JSON; accept base64 (the plain protobuf mapping) too."""
+    if not v:
+        return "0" * width
+    if not isinstance(v, str):
+        raise _BadLine(f'"{what}" is not a string; expected a hex id')
+    if len(v) == width:
+        try:
+            int(v, 16)
+            return v.lower()
+        except ValueError:
+            pass
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except ValueError:
+        raw = b""
+    if len(raw) == width // 2:
+        return raw.hex()
+    raise _BadLine(f'"{what}" is {v[:40]!r}, expected {width} hex digits')
+
+
+def _attributes(kvs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in _list(kvs, "attributes"):
+        kv = _obj(kv, "attribute")
+        key = kv.get("key")
+        if not isinstance(key, str):
+            raise _BadLine('an attribute has no "key"; expected OTLP JSON key/value pairs')
+        out[key] = _value(kv.get("value"))
+    return out
+
+
+def _value(v: Any) -> Any:
+    """An OTLP ``AnyValue`` as plain JSON data."""
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise _BadLine("an attribute value is not an AnyValue object; expected OTLP JSON")
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        return _int(v["intValue"], "intValue")
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "doubleValue" in v:
+        d = v["doubleValue"]
+        return float(d) if isinstance(d, (int, float, str)) and not isinstance(d, bool) else None
+    if "arrayValue" in v:
+        return [_value(x) for x in _list((v["arrayValue"] or {}).get("values"), "arrayValue")]
+    if "kvlistValue" in v:
+        return _attributes((v["kvlistValue"] or {}).get("values"))
+    if "bytesValue" in v:
+        return v["bytesValue"]  # base64, as written: kept, never interpreted
+    return None  # an empty AnyValue
+
+
+def otlp_chunks(source: "Source", progress: "Progress | None" = None,
+                chunk_records: int = CHUNK_RECORDS) -> Iterator["pa.Table"]:
+    """The store's raw-line chunks for one OTLP file: one row per canonical record or bad line.
+
+    ``line`` is the input line a record came from (several records can share it); ``pos``
+    numbers records in the order they were found, which is the observation order when seq is
+    missing.
+    """
+    import pyarrow as pa
+
+    lines: list[int] = []
+    raws: list[bytes] = []
+    bads: list[str | None] = []
+
+    def table() -> "pa.Table":
+        start = pos - len(lines) + 1
+        return pa.table({"line": pa.array(lines, pa.int64()),
+                         "pos": pa.array(range(start, start + len(lines)), pa.int64()),
+                         "raw": pa.array(raws, pa.large_binary()),
+                         "bad": pa.array(bads, pa.string())})
+
+    pos = 0
+    for line, record, reason in read_otlp(source.path, source.name):
+        pos += 1
+        lines.append(line)
+        raws.append(b"" if record is None else json.dumps(record, ensure_ascii=False, default=str).encode())
+        bads.append(reason)
+        if len(lines) >= chunk_records:
+            yield table()
+            lines, raws, bads = [], [], []
+    if lines:
+        yield table()
+    if progress is not None:
+        progress(source.size)
