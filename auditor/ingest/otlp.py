@@ -11,6 +11,7 @@ line), one, or several; a line that is not OTLP JSON yields one reason and is qu
 from __future__ import annotations
 
 import base64
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +44,8 @@ def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "") -> I
     if isinstance(src, (str, Path)):
         from . import open_bytes
 
-        with open_bytes(Path(src)) as f:
+        # Buffered: the zstd stream reader does not iterate lines on its own.
+        with io.BufferedReader(open_bytes(Path(src)), 1 << 20) as f:
             yield from _read_lines(f)
     else:
         yield from _read_lines(src)
