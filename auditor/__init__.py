@@ -18,7 +18,7 @@ from .model import Diagnostic, Event, Finding, Grade, Incident, Kind
 from .result import AuditResult
 from .store import Store, StoreError, StoreLocked
 
-__all__ = ["audit", "ingest", "report", "analyze", "AuditResult", "Finding", "Incident",
+__all__ = ["audit", "ingest_paths", "report", "analyze", "AuditResult", "Finding", "Incident",
            "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditError", "NoEvents"]
 
 
@@ -33,7 +33,7 @@ class NoEvents(AuditError):
 Progress = Callable[[int], None]
 
 
-def ingest(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "auto",
+def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "auto",
            progress: Progress | None = None, idempotent: bool = True):
     """Read every path into ``store``; returns one ``SourceCounts`` per input file."""
     from .ingest import discover, read_source
@@ -75,7 +75,7 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     store = Store(db, keep_payloads=keep_payloads)
-    ingest(paths, store, fmt, progress, idempotent=db is not None)
+    ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
     return analyze(store, fail_on)
 
 

@@ -150,13 +150,13 @@ def audit(
     wait: float = WAIT,
 ) -> None:
     """Ingest PATHS, detect, and report findings (exit 1 at or above --fail-on)."""
-    from . import analyze, ingest
+    from . import analyze, ingest_paths
     from .store import Store
 
     with errors():
         store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
         with progress_bar(paths) as progress:
-            ingest(paths, store, format.value, progress, idempotent=db is not None)
+            ingest_paths(paths, store, format.value, progress, idempotent=db is not None)
         result = analyze(store, fail_on.value)
         emit(result, json_out, html)
     if expect is not None:
@@ -173,14 +173,14 @@ def ingest_cmd(
     wait: float = WAIT,
 ) -> None:
     """Append PATHS to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
-    from . import ingest
+    from . import ingest_paths
     from .render.terminal import clean
     from .store import Store
 
     with errors():
         with Store(db, keep_payloads=keep_payloads, lock_timeout=wait) as store:
             with progress_bar(paths) as progress:
-                counts = ingest(paths, store, format.value, progress, idempotent=True)
+                counts = ingest_paths(paths, store, format.value, progress, idempotent=True)
             total = store.input_summary()
     for c in counts:
         if c.skipped:

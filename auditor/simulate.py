@@ -96,13 +96,15 @@ class _World:
     """The kernel (a time-ordered queue of callbacks) and every actor's state."""
 
     def __init__(self, seed: int | str, specs: list[tuple[Mode, Injection | None]],
-                 verify_share: float = 0.25) -> None:
+                 verify_share: float = 0.25, drop_share: float = 0.0) -> None:
         self.rng = random.Random(seed)
+        self.drop_share = drop_share  # requests lost on the way: attempts nobody ever answers
         self.now = 0
         self._queue: list[tuple[int, int, Callable[..., None], tuple]] = []
         self._order = 0
         self.seq = 0
         self.events: list[dict[str, Any]] = []
+        self.sent: list[int] = []  # per event, the simulated time at its source (ms)
         self.truth: list[tuple[Grade, str, int]] = []
         self.runs = [
             _Run(i, f"run-{i:04d}", f"payments/run-{i:04d}", mode, inj, self.rng.randint(1, 40))
@@ -196,8 +198,11 @@ class _World:
             if inject is Injection.LATE_ACK and step == "charge":
                 self._lose_lease(run, epoch)  # cut off as the call leaves: no renewals, no answer
                 delay = TTL_MS + rng.randint(3_000, 20_000)
-            verdict = yield ("call", self._gateway, run, epoch, step, key, delay)
+            verdict = yield ("call", self._gateway, run, worker, epoch, step, key, delay)
             if verdict == "rejected":
+                return
+            if verdict == "timeout":  # give up; whoever holds the lease next starts over
+                self._lose_lease(run, epoch)
                 return
             if step == "charge" and inject is Injection.COMMIT_BEFORE_CHECKPOINT:
                 self._lose_lease(run, epoch)
@@ -233,15 +238,20 @@ class _World:
         attrs = {"checkpoint": STEPS[index], **attrs, "write": "accepted" if accepted else "refused"}
         self._record(run, sent, Kind.PROGRESS, epoch, worker, Reporter.WORKER, STEPS[index], attrs=attrs)
 
-    def _gateway(self, proc: _Process, run: _Run, epoch: int, step: str, key: str, delay: int) -> None:
-        self._after(delay + self.rng.randint(20, 300), self._arrive, proc, run, epoch, step, key)
+    def _gateway(self, proc: _Process, run: _Run, worker: str, epoch: int, step: str, key: str,
+                 delay: int) -> None:
+        if self.drop_share and self.rng.random() < self.drop_share:
+            self._after(30_000, self._resume, proc, "timeout")
+            return
+        self._after(delay + self.rng.randint(20, 300), self._arrive, proc, run, worker, epoch, step, key)
 
-    def _arrive(self, proc: _Process, run: _Run, epoch: int, step: str, key: str) -> None:
+    def _arrive(self, proc: _Process, run: _Run, worker: str, epoch: int, step: str, key: str) -> None:
+        """The gateway and its destination; the request names its worker and epoch in headers."""
         sink, fenced = SINKS[step], run.mode is not Mode.UNFENCED
         if fenced and epoch < run.epoch:
             verdict = "rejected"
             self.rejections += 1
-            self._record(run, self.now, Kind.EFFECT_ATTEMPTED, epoch, "unknown", Reporter.SINK, step,
+            self._record(run, self.now, Kind.EFFECT_ATTEMPTED, epoch, worker, Reporter.SINK, step,
                          key, sink, SinkResult.REJECTED, {"reason": "stale epoch"})
         elif fenced and run.applied[key]:
             verdict = "replayed"  # the destination answers with the original receipt
@@ -256,7 +266,7 @@ class _World:
             if step == "charge":
                 run.cents += CHARGE_CENTS
                 attrs = {"amount_cents": CHARGE_CENTS}
-            self._record(run, self.now, Kind.EFFECT_COMMITTED, epoch, "unknown", Reporter.SINK,
+            self._record(run, self.now, Kind.EFFECT_COMMITTED, epoch, worker, Reporter.SINK,
                          step, key, sink, attrs=attrs)
         self._after(self._net(), self._resume, proc, verdict)
 
@@ -280,6 +290,7 @@ class _World:
             if value is not None:
                 ev[name] = value.value if isinstance(value, StrEnum) else value
         self.events.append(ev)
+        self.sent.append(sent)
         if kind in (Kind.LEASE_ACQUIRED, Kind.OUTCOME_VERIFIED):
             return
         stale = epoch < run.epoch
@@ -419,3 +430,219 @@ def _open_text(path: str | Path) -> IO[str]:
 def _expected_json(triples: Iterable[tuple[str, str, int]]) -> str:
     rows = ",\n".join("  " + json.dumps(list(t)) for t in triples)
     return '{"findings": [\n' + rows + "\n]}\n" if rows else '{"findings": []}\n'
+
+
+# The scale generator: simulated runs stamped out many times.
+
+_SCALE_MODES = ((Mode.FENCED, 0.8), (Mode.UNFENCED, 0.1), (Mode.KEY_INCLUDES_EPOCH, 0.1))
+_SCALE_INJECTIONS = ((None, 0.6), (Injection.CRASH, 0.1)) + tuple((i, 0.075) for i in DANGEROUS)
+_SCALE_CHUNKS = 8
+
+
+@dataclass(frozen=True)
+class GeneratedLog:
+    """What ``generate_log`` wrote: exact counts, and the findings the auditor must report by grade."""
+
+    path: Path
+    events: int
+    workflows: int
+    runs: int
+    findings: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """One simulated batch of concurrent runs, as line templates to be stamped out again and again.
+
+    ``lines`` are ``(run index, %-format, epoch or 0, source ms)`` in seq order; the format takes
+    ``seq``, ``ts``, ``wk``, ``run`` and ``epoch``. ``truth`` is ``(grade, line index)``.
+    """
+
+    runs: int
+    lines: list[tuple[int, str, int, int]]
+    truth: list[tuple[str, int]]
+    span_ms: int
+
+
+def generate_log(path: str | Path, events: int, seed: int = 0, workflows: int | None = None,
+                 disorder: float = 0.01, expected_path: str | Path | None = None) -> GeneratedLog:
+    """Write a large, realistic JSONL log of exactly ``events`` events, quickly.
+
+    A few batches of concurrent runs are simulated (modes and injections mixed: mostly fenced and
+    clean, some crashes, every dangerous interleaving, some requests lost) and stamped out with new
+    workflow keys, seqs, epochs and times until ``events`` is reached; a clean filler workflow pads
+    the last few events. With ``workflows``, runs are spread over that many keys, one after another
+    on a key with higher epochs. ``disorder`` is the share of lines swapped with their neighbour in
+    the file (``seq`` stays authoritative, so findings do not change). The ground truth comes from
+    the simulation, so it is counted without auditing; ``expected_path`` also writes every triple.
+    """
+    if events < 1:
+        raise SimulateError(f"events is {events}, expected at least 1")
+    if workflows is not None and workflows < 1:
+        raise SimulateError(f"workflows is {workflows}, expected at least 1")
+    if not 0 <= disorder <= 1:
+        raise SimulateError(f"disorder is {disorder}, expected a share between 0 and 1")
+    rng = random.Random(f"{seed}/scale")
+    per_chunk = min(128, workflows or 128)
+    chunks = [_chunk(f"{seed}/chunk/{c}", per_chunk) for c in range(_SCALE_CHUNKS)]
+    counts: Counter[str] = Counter()
+    triples: list[tuple[str, str, int]] | None = [] if expected_path is not None else None
+    written = instances = 0
+    keys: set[int] = set()
+    stamp = _Stamper(rng, disorder)
+    base_ms = 0
+    with _open_text(path) as out:
+        while written < events:
+            chunk = rng.choice(chunks)
+            keep = _fit(chunk, events - written)
+            if not keep:
+                break
+            lines, truth = _select(chunk, keep)
+            ids = []
+            for r in range(chunk.runs):
+                n = instances + r
+                if workflows is None:
+                    ids.append((f"payments/run-{n:07d}", f"run-{n:07d}", 0))
+                    keys.add(n)
+                else:
+                    w, j = n % workflows, n // workflows
+                    ids.append((f"payments/wf-{w:06d}", f"wf-{w:06d}-r{j}", j * _EPOCH_STRIDE))
+                    keys.add(w)
+            seq0 = written
+            stamp.write(out, lines, ids, seq0, base_ms)
+            for grade, i in truth:
+                counts[grade] += 1
+                if triples is not None:
+                    triples.append((grade, ids[lines[i][0]][0], seq0 + i + 1))
+            written += len(lines)
+            instances += chunk.runs
+            base_ms += chunk.span_ms + 1_000
+        filler = events - written
+        if filler:
+            stamp.write(out, _filler(filler), [("payments/filler", "filler", 0)], written, base_ms)
+            written += filler
+            keys.add(-1)
+        stamp.flush(out)
+    if expected_path is not None:
+        triples.sort(key=lambda t: (t[1], t[2]))
+        Path(expected_path).write_text(_expected_json(triples))
+    return GeneratedLog(Path(path), written, len(keys), instances,
+                        {g.value: counts[g.value] for g in Grade if counts[g.value]})
+
+
+def _chunk(seed: str, runs: int) -> _Chunk:
+    rng = random.Random(seed)
+    modes, mode_w = zip(*_SCALE_MODES)
+    injs, inj_w = zip(*_SCALE_INJECTIONS)
+    specs = list(zip(rng.choices(modes, mode_w, k=runs), rng.choices(injs, inj_w, k=runs)))
+    world = _World(seed, specs, drop_share=0.02)
+    world.run()
+    index = {r.workflow_key: r for r in world.runs}
+    at = {(ev["workflow_key"], ev["seq"]): i for i, ev in enumerate(world.events)}
+    lines = []
+    for ev, sent in zip(world.events, world.sent):
+        run = index[ev["workflow_key"]]
+        epoch = ev.get("epoch", 0)
+        if epoch >= _EPOCH_STRIDE:
+            raise AssertionError(f"epoch {epoch} of {run.run_id} leaves its stride")
+        lines.append((run.index, _line_format(ev, run.run_id), epoch, sent))
+    truth = [(g.value, at[(wk, s)]) for g, wk, s in world.truth]
+    return _Chunk(runs, lines, truth, max(world.sent))
+
+
+def _line_format(ev: dict[str, Any], run_id: str) -> str:
+    """The event as a %-format line: seq, ts, key, run id and epoch become placeholders."""
+
+    def lit(value: Any) -> str:
+        return json.dumps(value).replace("%", "%%")
+
+    parts = ['"seq": %(seq)d', '"ts": "%(ts)s"', '"workflow_key": "%(wk)s"', f'"kind": {lit(ev["kind"])}']
+    if "epoch" in ev:
+        parts.append('"epoch": %(epoch)d')
+    for name in ("worker", "step_id", "effect_key", "sink", "sink_result", "reporter", "attrs"):
+        if name not in ev:
+            continue
+        text = lit(ev[name])
+        if name == "step_id":
+            text = lit(f"{run_id}/{ev[name]}")
+        if name in ("step_id", "effect_key"):
+            text = text.replace(run_id, "%(run)s")
+            if "epoch" in ev:
+                text = text.replace(f':e{ev["epoch"]}"', ':e%(epoch)d"')
+        parts.append(f'"{name}": {text}')
+    return "{" + ", ".join(parts) + "}\n"
+
+
+def _fit(chunk: _Chunk, room: int) -> set[int] | None:
+    """The runs of ``chunk`` to stamp when only ``room`` events are left: all, or the first few."""
+    sizes = Counter(r for r, _, _, _ in chunk.lines)
+    if len(chunk.lines) <= room:
+        return set(range(chunk.runs))
+    keep, used = set(), 0
+    for r in range(chunk.runs):
+        if used + sizes[r] > room:
+            break
+        keep.add(r)
+        used += sizes[r]
+    return keep or None
+
+
+def _select(chunk: _Chunk, keep: set[int]) -> tuple[list[tuple[int, str, int, int]], list[tuple[str, int]]]:
+    if len(keep) == chunk.runs:
+        return chunk.lines, chunk.truth
+    new_index, lines = {}, []
+    for i, line in enumerate(chunk.lines):
+        if line[0] in keep:
+            new_index[i] = len(lines)
+            lines.append(line)
+    return lines, [(g, new_index[i]) for g, i in chunk.truth if i in new_index]
+
+
+def _filler(n: int) -> list[tuple[int, str, int, int]]:
+    """One clean workflow: an acquisition, then heartbeats of the same owner."""
+    head = _line_format({"kind": "lease_acquired", "epoch": 1, "worker": "worker-01",
+                         "reporter": "coordinator"}, "filler")
+    beat = _line_format({"kind": "progress", "epoch": 1, "worker": "worker-01", "reporter": "worker",
+                         "attrs": {"heartbeat": True}}, "filler")
+    return [(0, head, 1, 0)] + [(0, beat, 1, 1_000 * i) for i in range(1, n)]
+
+
+class _Stamper:
+    """Formats template lines with their new identity and writes them in big, slightly shuffled batches."""
+
+    BATCH = 250_000
+
+    def __init__(self, rng: random.Random, disorder: float) -> None:
+        self.rng = rng
+        self.disorder = disorder
+        self.buf: list[str] = []
+        self._seconds: dict[int, str] = {}
+
+    def write(self, out: IO[str], lines: list[tuple[int, str, int, int]],
+              ids: list[tuple[str, str, int]], seq0: int, base_ms: int) -> None:
+        buf, seconds = self.buf, self._seconds
+        values = [{"wk": wk, "run": rid} for wk, rid, _ in ids]
+        offsets = [off for _, _, off in ids]
+        for i, (r, fmt, epoch, ms) in enumerate(lines, seq0 + 1):
+            t = base_ms + ms
+            s, frac = divmod(t, 1000)
+            prefix = seconds.get(s)
+            if prefix is None:
+                prefix = seconds[s] = f"{T0 + timedelta(seconds=s):%Y-%m-%dT%H:%M:%S}"
+            v = values[r]
+            v["seq"] = i
+            v["ts"] = f"{prefix}.{frac:03d}Z"
+            v["epoch"] = epoch + offsets[r]
+            buf.append(fmt % v)
+        if len(buf) >= self.BATCH:
+            self.flush(out)
+
+    def flush(self, out: IO[str]) -> None:
+        buf, rng = self.buf, self.rng
+        if len(buf) > 1:
+            for _ in range(round(self.disorder * len(buf))):
+                i = rng.randrange(len(buf) - 1)
+                buf[i], buf[i + 1] = buf[i + 1], buf[i]
+        out.write("".join(buf))
+        buf.clear()
+        self._seconds.clear()

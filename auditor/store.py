@@ -227,12 +227,17 @@ class Store:
         return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), sample)
 
     def quarantine_frame(self) -> "pl.DataFrame":
-        return self.con.execute(
+        return self._frame(
             "SELECT s.name AS file, q.line, q.reason FROM quarantine q JOIN sources s USING (source_id) "
-            "ORDER BY q.source_id, q.line").pl()
+            "ORDER BY q.source_id, q.line")
 
     def events_frame(self) -> "pl.DataFrame":
-        return self.con.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id").pl()
+        return self._frame(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
+
+    def _frame(self, sql: str) -> "pl.DataFrame":
+        import polars as pl
+
+        return pl.from_arrow(self.con.sql(sql).to_arrow_table())
 
     def events_of(self, workflow_key: str, limit: int | None = None) -> list[Event]:
         sql = SQL["event_columns"] + " WHERE workflow_key = ? ORDER BY ord, event_id"

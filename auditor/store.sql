@@ -139,7 +139,8 @@ WITH decoded AS (
 )
 SELECT
     CASE WHEN reason IS NULL THEN coalesce(event_id, md5(concat_ws(chr(31),
-        seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts)))
+        seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts,
+        attrs)))
     END AS event_id,
     seq, seq AS ord, $1::BIGINT * 68719476736 + pos AS obs,
     workflow_key, kind, epoch, worker, effect_key, sink,

@@ -221,8 +221,8 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         first = 1
     cur = store.con.cursor()
     try:
-        cur.execute(f"SELECT to_json(t)::BLOB AS raw FROM {reader} t", params)
-        batches = cur.fetch_record_batch(batch_rows)
+        batches = cur.sql(f"SELECT to_json(t)::BLOB AS raw FROM {reader} t",
+                          params=params).to_arrow_reader(batch_rows)
         line = first
         for batch in batches:
             n = batch.num_rows

@@ -1,0 +1,68 @@
+"""Shared test helpers: a tiny event builder and a way to audit a list of events."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+
+def ev(spec: str, key: str = "k", **extra) -> dict:
+    """One event from a compact spec: ``"<seq> <kind> <epoch> [worker] [effect_key]"``.
+
+    Kinds: acq, prog, att, rej (an attempt the sink rejected), com, ver. ``ev("7 att 17 alpha
+    release")`` is seq 7, effect_attempted under epoch 17 by alpha on effect key ``release``.
+    """
+    kinds = {"acq": "lease_acquired", "prog": "progress", "att": "effect_attempted",
+             "rej": "effect_attempted", "com": "effect_committed", "ver": "outcome_verified"}
+    parts = spec.split()
+    seq, kind = int(parts[0]), parts[1]
+    d: dict = {"seq": seq, "workflow_key": key, "kind": kinds[kind]}
+    rest = parts[2:]
+    if kind != "ver":
+        d["epoch"] = int(rest.pop(0))
+    if rest:
+        d["worker"] = rest.pop(0)
+    if rest:
+        d["effect_key"] = rest.pop(0)
+    if kind == "rej":
+        d["sink_result"] = "rejected"
+    d.update(extra)
+    return d
+
+
+def history(*specs: str, key: str = "k") -> list[dict]:
+    return [ev(s, key) for s in specs]
+
+
+def write_jsonl(path: Path, events: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+@pytest.fixture
+def audit_events(tmp_path):
+    """Audit a list of event dicts through the real pipeline (a JSONL file, an in-memory DuckDB)."""
+    from auditor import audit
+
+    def run(events: list[dict], name: str = "events.jsonl", **kw):
+        return audit([write_jsonl(tmp_path / name, events)], **kw)
+
+    return run
+
+
+def triples(result) -> list[tuple[str, str, int]]:
+    return [(f.grade.value, f.workflow_key, f.seq) for f in result.findings]
+
+
+def run_cli(*args: str, input: bytes | None = None, cwd: Path = ROOT):
+    """The real console entry point in a subprocess."""
+    import subprocess
+
+    return subprocess.run([sys.executable, "-m", "auditor", *args], input=input, cwd=cwd,
+                          capture_output=True, timeout=120)
