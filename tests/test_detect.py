@@ -1,0 +1,131 @@
+"""SPEC section 3, rule by rule: table-driven histories and the whole list of findings each gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from auditor.model import Confidence, Grade, Outcome
+
+from .conftest import ev, history, triples
+
+CASES = {
+    "clean handover is not a finding": (
+        ["1 acq 1 a", "2 com 1 a x", "3 acq 2 b", "4 com 2 b y"], []),
+    "stale progress": (
+        ["1 acq 1 a", "2 acq 2 b", "3 prog 1 a"], [("stale_activity", 3)]),
+    "evidence before the takeover is not stale even when it arrives late in the file": (
+        ["1 acq 1 a", "3 acq 2 b", "2 prog 1 a", "4 prog 1 a"], [("stale_activity", 4)]),
+    "one rejection resolves every earlier unresolved attempt of its triple": (
+        ["1 acq 1 a", "2 acq 2 b", "3 att 1 a x", "4 att 1 a x", "5 rej 1 a x"],
+        [("rejected_attempt", 3), ("rejected_attempt", 4)]),
+    "an attempt resolved by a commit stays a stale attempt; the commit is a stale commit": (
+        ["1 acq 1 a", "2 acq 2 b", "3 att 1 a x", "4 com 1 a x"],
+        [("stale_attempt", 3), ("stale_commit", 4)]),
+    "a rejection after the takeover of an attempt made before it is itself the finding": (
+        ["1 acq 1 a", "2 att 1 a x", "3 acq 2 b", "4 rej 1 a x"], [("rejected_attempt", 4)]),
+    "a lone stale rejection is a rejected attempt": (
+        ["1 acq 1 a", "2 acq 2 b", "3 rej 1 a x"], [("rejected_attempt", 3)]),
+    "a rejection resolves only attempts of its own effect key": (
+        ["1 acq 1 a", "2 acq 2 b", "3 att 1 a x", "4 rej 1 a y"],
+        [("stale_attempt", 3), ("rejected_attempt", 4)]),
+    "an attempt is resolved by the next resolver only": (
+        ["1 acq 1 a", "2 acq 2 b", "3 att 1 a x", "4 com 1 a x", "5 att 1 a x", "6 rej 1 a x"],
+        [("stale_attempt", 3), ("stale_commit", 4), ("rejected_attempt", 5)]),
+    "a re-run after preemption commits twice: double commit, not stale": (
+        ["1 acq 1 a", "2 com 1 a x", "3 acq 2 b", "4 com 2 b x"], [("double_commit", 4)]),
+    "the first commit of a key is never the double commit; each new epoch is": (
+        ["1 acq 1 a", "2 com 1 a x", "3 acq 2 b", "4 com 2 b x", "5 acq 3 c", "6 com 3 c x",
+         "7 com 3 c x"],
+        [("double_commit", 4), ("double_commit", 6)]),
+    "same epoch committing twice is an idempotent retry": (
+        ["1 acq 1 a", "2 com 1 a x", "3 com 1 a x"], []),
+    "a stale commit after the new owner's commit is both": (
+        ["1 acq 1 a", "2 acq 2 b", "3 com 2 b x", "4 com 1 a x"],
+        [("stale_commit", 4), ("double_commit", 4)]),
+    "outcome_verified is never a finding": (
+        ["1 acq 1 a", "2 acq 2 b", "3 ver v x"], []),
+    "staleness follows the highest epoch, not the latest acquisition": (
+        ["1 acq 5 a", "2 acq 3 b", "3 prog 4 c"], [("stale_activity", 3)]),
+    "an equal epoch is not stale": (
+        ["1 acq 2 a", "2 acq 2 b", "3 prog 2 a"], []),
+    "two takeovers: the displacement is the first higher acquisition": (
+        ["1 acq 1 a", "2 acq 2 b", "3 acq 3 c", "4 prog 1 a", "5 prog 2 b"],
+        [("stale_activity", 4), ("stale_activity", 5)]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_rule(name, audit_events):
+    specs, want = CASES[name]
+    result = audit_events(history(*specs))
+    assert triples(result) == [(g, "k", s) for g, s in want]
+
+
+def test_transition_and_current_owner(audit_events):
+    r = audit_events(history("1 acq 1 a", "2 acq 2 b", "3 acq 3 c", "4 prog 1 a"))
+    (f,) = r.findings
+    assert (f.transition_seq, f.current_epoch, f.current_worker, f.epoch, f.worker) == (2, 3, "c", 1, "a")
+
+
+def test_rejected_attempt_carries_its_receipt(audit_events):
+    r = audit_events(history("1 acq 1 a", "2 acq 2 b", "3 att 1 a x", "5 rej 1 a x"))
+    (f,) = r.findings
+    assert (f.grade, f.seq, f.receipt_seq, f.outcome) == (Grade.REJECTED_ATTEMPT, 3, 5, Outcome.REJECTED)
+    assert r.verdict == "pass" and r.exit_code == 0  # a fence that works stays below --fail-on
+
+
+def test_unstable_effect_key(audit_events):
+    events = [ev("1 acq 1 a"), ev("2 com 1 a pay:run:e1", step_id="s3"), ev("3 acq 2 b"),
+              ev("4 com 2 b pay:run:e2", step_id="s3")]
+    r = audit_events(events)
+    (f,) = r.findings
+    assert (f.grade, f.seq, f.unstable_effect_key, f.epochs) == (Grade.DOUBLE_COMMIT, 4, True, (1, 2))
+    assert "unstable effect key" in r.incidents[0].witness
+
+
+def test_double_commit_joins_the_incident_of_its_lowest_epoch(audit_events):
+    r = audit_events(history("1 acq 1 a", "2 acq 2 b", "3 com 2 b x", "4 com 1 a x", "5 prog 1 a"))
+    assert len(r.incidents) == 1
+    i = r.incidents[0]
+    assert (i.displaced.epoch, i.severity, i.grades) == (1, Grade.DOUBLE_COMMIT,
+                                                         {"stale_commit": 1, "double_commit": 1,
+                                                          "stale_activity": 1})
+
+
+def test_incidents_per_displaced_epoch(audit_events):
+    r = audit_events(history("1 acq 1 a", "2 acq 2 b", "3 acq 3 c", "4 prog 1 a", "5 prog 2 b"))
+    assert [(i.displaced.epoch, i.displaced.worker, i.severity) for i in r.incidents] == [
+        (1, "a", Grade.STALE_ACTIVITY), (2, "b", Grade.STALE_ACTIVITY)]
+
+
+def test_verified_outcome_follows(audit_events):
+    r = audit_events(history("1 acq 1 a", "2 acq 2 b", "3 com 1 a x", "4 ver v x"))
+    i = r.incidents[0]
+    assert (i.verification, i.effects[0].verified, i.effects[0].verified_seq) == ("verified", True, 4)
+
+
+def test_verification_before_the_commit_does_not_count(audit_events):
+    r = audit_events(history("1 acq 1 a", "2 acq 2 b", "3 ver v x", "4 com 1 a x"))
+    assert r.incidents[0].verification == "unverified"
+
+
+def test_worker_reported_commit_is_medium_confidence(audit_events):
+    events = [ev("1 acq 1 a"), ev("2 acq 2 b"), ev("3 com 1 a x", reporter="worker")]
+    assert audit_events(events).incidents[0].confidence is Confidence.MEDIUM
+    events[2]["reporter"] = "sink"
+    assert audit_events(events, name="b.jsonl").incidents[0].confidence is Confidence.HIGH
+
+
+def test_missing_seq_falls_back_to_observation_order_with_low_confidence(audit_events):
+    events = [{k: v for k, v in e.items() if k != "seq"}
+              for e in history("1 acq 1 a", "2 acq 2 b", "3 com 1 a x")]
+    r = audit_events(events)
+    assert r.ordering == "observed"
+    assert triples(r) == [("stale_commit", "k", 3)]
+    assert r.incidents[0].confidence is Confidence.LOW
+
+
+def test_fail_on_threshold(audit_events):
+    events = history("1 acq 1 a", "2 acq 2 b", "3 prog 1 a")
+    assert audit_events(events).exit_code == 0
+    assert audit_events(events, fail_on="stale_activity").exit_code == 1

@@ -1,0 +1,141 @@
+"""Reading and normalizing: formats, compression, aliases, quarantine reasons, accounting."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import polars as pl
+import pytest
+import zstandard
+
+from auditor import audit
+from auditor.model import Kind
+
+from .conftest import FIXTURES, triples
+
+SEED = FIXTURES / "seed_split_brain.jsonl"
+SEED_TRIPLES = [("stale_activity", "ledger/export/2026-07-26", 6),
+                ("stale_attempt", "ledger/export/2026-07-26", 7),
+                ("stale_commit", "ledger/export/2026-07-26", 8),
+                ("double_commit", "ledger/export/2026-07-26", 9)]
+
+
+def _seed_frame() -> pl.DataFrame:
+    rows = [json.loads(line) for line in SEED.read_text().splitlines()]
+    for r in rows:
+        r.pop("attrs", None)
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize("name, write", [
+    ("seed.jsonl", lambda p: p.write_bytes(SEED.read_bytes())),
+    ("seed.jsonl.gz", lambda p: p.write_bytes(gzip.compress(SEED.read_bytes()))),
+    ("seed.jsonl.zst", lambda p: p.write_bytes(zstandard.ZstdCompressor().compress(SEED.read_bytes()))),
+    ("seed.csv", lambda p: _seed_frame().write_csv(p)),
+    ("seed.csv.gz", lambda p: p.write_bytes(gzip.compress(_seed_frame().write_csv().encode()))),
+    ("seed.parquet", lambda p: _seed_frame().write_parquet(p)),
+    ("seed.bin", lambda p: p.write_bytes(zstandard.ZstdCompressor().compress(SEED.read_bytes()))),
+])
+def test_every_format_gives_the_seed_findings(tmp_path, name, write):
+    path = tmp_path / name
+    write(path)
+    r = audit([path])
+    assert triples(r) == SEED_TRIPLES
+    assert (r.input.lines_read, r.input.events, r.input.duplicates, r.input.quarantined) == (16, 16, 0, 0)
+
+
+def test_directory_reads_every_supported_file_below(tmp_path):
+    (tmp_path / "a").mkdir()
+    lines = SEED.read_text().splitlines(keepends=True)
+    (tmp_path / "a" / "first.jsonl").write_text("".join(lines[:8]))
+    (tmp_path / "second.jsonl.gz").write_bytes(gzip.compress("".join(lines[8:]).encode()))
+    (tmp_path / "notes.txt").write_text("not an event log")
+    r = audit([tmp_path])
+    assert triples(r) == SEED_TRIPLES
+    assert r.input.files == [str(tmp_path / "a" / "first.jsonl"), str(tmp_path / "second.jsonl.gz")]
+
+
+def test_quarantine_reasons_name_the_line_and_the_fix(tmp_path):
+    lines = [
+        '{"seq": 1, "workflow_key": "k", "kind": "lease_acquired", "epoch": 1}',
+        "",
+        "not json",
+        '{"seq": 2, "workflow_key": "k", "kind": "progress", "epoch": "seventeen"}',
+        '{"seq": 3, "workflow_key": "k", "kind": "progress", "epoch": -1}',
+        '{"seq": 4, "workflow_key": "k", "kind": "progress", "epoch": 99999999999999999999}',
+        '{"seq": 5, "workflow_key": "k", "kind": "teleport", "epoch": 1}',
+        '{"seq": 6, "kind": "progress", "epoch": 1}',
+        '{"seq": 7, "workflow_key": "k", "kind": "effect_committed", "epoch": 1}',
+        '{"seq": 8.5, "workflow_key": "k", "kind": "progress", "epoch": 1}',
+        '[1, 2]',
+        '{"seq": 9, "workflow_key": "k", "kind": "progress"}',
+        '{"seq": "10", "workflow_key": "k", "kind": "progress", "epoch": "1"}',
+    ]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    r = audit([path], fail_on="double_commit")
+    assert [(q.line, q.reason) for q in r.input.quarantine] == [
+        (3, "line is not valid JSON; write one JSON object per line"),
+        (4, '"epoch" is "seventeen", expected an integer in int64 range'),
+        (5, '"epoch" is -1, expected an integer >= 0'),
+        (6, '"epoch" is "99999999999999999999", expected an integer in int64 range'),
+        (7, '"kind" is "teleport", expected one of lease_acquired, progress, effect_attempted, '
+            'effect_committed, outcome_verified'),
+        (8, '"workflow_key" is missing; add the unit that must have one effect owner (or job_id / run_id)'),
+        (9, '"effect_key" is missing; every effect_committed needs the effect key it concerns'),
+        (10, '"seq" is "8.5", expected an integer in int64 range'),
+        (11, "line is JSON but not an object; write one JSON object per line"),
+        (12, '"epoch" is missing; every progress needs the owner epoch it was produced under'),
+    ]
+    assert all(q.file == str(path) for q in r.input.quarantine)
+    # blank line 2 is not counted; 13 non-blank lines = 2 events + 0 duplicates + 10 quarantined
+    assert (r.input.lines_read, r.input.events, r.input.duplicates, r.input.quarantined) == (12, 2, 0, 10)
+
+
+def test_aliases_normalize_to_canonical_events(tmp_path):
+    r = audit([FIXTURES / "job_log_aliases.jsonl"])
+    events = r.timeline("job-7781")
+    assert [(e.seq, e.kind, e.epoch, e.worker, e.effect_key, e.sink_result and e.sink_result.value)
+            for e in events] == [
+        (1, Kind.LEASE_ACQUIRED, 7, "W1", None, None),
+        (2, Kind.PROGRESS, 7, "W1", None, None),
+        (3, Kind.LEASE_ACQUIRED, 8, "W2", None, None),
+        (4, Kind.EFFECT_ATTEMPTED, 7, "W1", "tool:job-7781:render", None),
+        (5, Kind.EFFECT_ATTEMPTED, 7, "W1", "tool:job-7781:render", "rejected"),
+        (6, Kind.PROGRESS, 7, "W1", None, None),
+        (7, Kind.EFFECT_COMMITTED, 8, "W2", "tool:job-7781:render", None),
+    ]
+
+
+def test_exact_duplicates_collapse_and_are_counted(tmp_path):
+    text = SEED.read_text()
+    path = tmp_path / "twice.jsonl"
+    path.write_text(text + text.splitlines(keepends=True)[7])
+    r = audit([path])
+    assert (r.input.lines_read, r.input.events, r.input.duplicates) == (17, 16, 1)
+    assert triples(r) == SEED_TRIPLES
+
+
+def test_crlf_bom_and_missing_final_newline(tmp_path):
+    text = SEED.read_text().rstrip("\n").replace("\n", "\r\n")
+    path = tmp_path / "windows.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    r = audit([path])
+    assert triples(r) == SEED_TRIPLES
+    assert r.input.lines_read == 16
+
+
+def test_payloads_are_hashed_not_stored(tmp_path):
+    line = {"seq": 1, "workflow_key": "k", "kind": "lease_acquired", "epoch": 1,
+            "prompt": "TOP SECRET PROMPT", "attrs": {"body": {"card": "4111"}, "rows": 3}}
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    r = audit([path])
+    (event,) = r.timeline("k")
+    assert event.attrs["rows"] == 3
+    assert event.attrs["prompt"].startswith("sha256:") and event.attrs["body"].startswith("sha256:")
+    dump = r.store.con.execute("SELECT string_agg(attrs, '') FROM events").fetchone()[0]
+    assert "TOP SECRET" not in dump and "4111" not in dump
+    kept = audit([path], keep_payloads=True)
+    assert kept.timeline("k")[0].attrs["prompt"] == "TOP SECRET PROMPT"
