@@ -310,9 +310,9 @@ class _World:
             if stale:
                 found.append((Grade.STALE_COMMIT, seq))
             epochs = run.key_epochs.setdefault(key, set())
-            commits = run.step_commits.setdefault(step, set())
+            commits = run.step_commits.setdefault(step, set()) if step is not None else set()
             new_for_key = bool(epochs) and epoch not in epochs
-            unstable = any(e != epoch and k != key for e, k in commits) and epoch not in {e for e, _ in commits}
+            unstable = epoch not in {e for e, _ in commits} and any(k != key for _, k in commits)
             if new_for_key or unstable:
                 found.append((Grade.DOUBLE_COMMIT, seq))
             epochs.add(epoch)
@@ -326,6 +326,7 @@ class Simulation:
 
     ``events`` are canonical event dicts in authoritative (``seq``) order. ``truth`` is every
     ``(grade, workflow_key, seq)`` the auditor must report, sorted by workflow key then seq.
+    ``injected`` names the preemption of each workflow key (one per run).
     ``charges_per_run`` is what the bank applied per workflow key, in cents; the counters are the
     destinations' own ledger: ``double_applies`` (an effect applied again for a step already
     applied), ``stale_commits`` (applied under an epoch lower than the store's), ``rejected_attempts``
@@ -337,13 +338,19 @@ class Simulation:
     runs: int
     events: list[dict[str, Any]]
     truth: list[tuple[str, str, int]]
-    injections: dict[str, int]
+    injected: dict[str, str]
     charges_per_run: dict[str, int]
     double_applies: int
     stale_commits: int
     rejected_attempts: int
     replays: int
     stale_checkpoints_accepted: int
+
+    @property
+    def injections(self) -> dict[str, int]:
+        """How many runs got each injection, every dangerous point listed."""
+        counts = Counter(self.injected.values())
+        return {i.value: counts[i.value] for i in DANGEROUS}
 
     def truth_counts(self) -> dict[str, int]:
         counts = Counter(g for g, _, _ in self.truth)
@@ -378,7 +385,7 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation
         runs=runs,
         events=world.events,
         truth=[(g.value, wk, s) for g, wk, s in world.truth],
-        injections={i.value: injections.count(i) for i in DANGEROUS},
+        injected={r.workflow_key: r.injection.value for r in world.runs if r.injection},
         charges_per_run={r.workflow_key: r.cents for r in world.runs},
         double_applies=world.double_applies,
         stale_commits=world.stale_commits,
@@ -436,7 +443,6 @@ def _expected_json(triples: Iterable[tuple[str, str, int]]) -> str:
 
 _SCALE_MODES = ((Mode.FENCED, 0.8), (Mode.UNFENCED, 0.1), (Mode.KEY_INCLUDES_EPOCH, 0.1))
 _SCALE_INJECTIONS = ((None, 0.6), (Injection.CRASH, 0.1)) + tuple((i, 0.075) for i in DANGEROUS)
-_SCALE_CHUNKS = 8
 
 
 @dataclass(frozen=True)
@@ -462,6 +468,7 @@ class _Chunk:
     lines: list[tuple[int, str, int, int]]
     truth: list[tuple[str, int]]
     span_ms: int
+    sizes: list[int]  # lines per run
 
 
 def generate_log(path: str | Path, events: int, seed: int = 0, workflows: int | None = None,
@@ -484,11 +491,12 @@ def generate_log(path: str | Path, events: int, seed: int = 0, workflows: int | 
         raise SimulateError(f"disorder is {disorder}, expected a share between 0 and 1")
     rng = random.Random(f"{seed}/scale")
     per_chunk = min(128, workflows or 128)
-    chunks = [_chunk(f"{seed}/chunk/{c}", per_chunk) for c in range(_SCALE_CHUNKS)]
+    # about a thousand distinct simulated runs, however few run at once
+    chunks = [_chunk(f"{seed}/chunk/{c}", per_chunk) for c in range(max(8, 1024 // per_chunk))]
     counts: Counter[str] = Counter()
     triples: list[tuple[str, str, int]] | None = [] if expected_path is not None else None
-    written = instances = 0
-    keys: set[int] = set()
+    written = instances = runs = 0
+    keys: set[str] = set()
     stamp = _Stamper(rng, disorder)
     base_ms = 0
     with _open_text(path) as out:
@@ -503,11 +511,11 @@ def generate_log(path: str | Path, events: int, seed: int = 0, workflows: int | 
                 n = instances + r
                 if workflows is None:
                     ids.append((f"payments/run-{n:07d}", f"run-{n:07d}", 0))
-                    keys.add(n)
                 else:
                     w, j = n % workflows, n // workflows
                     ids.append((f"payments/wf-{w:06d}", f"wf-{w:06d}-r{j}", j * _EPOCH_STRIDE))
-                    keys.add(w)
+            keys.update(ids[r][0] for r in keep)
+            runs += len(keep)
             seq0 = written
             stamp.write(out, lines, ids, seq0, base_ms)
             for grade, i in truth:
@@ -521,12 +529,12 @@ def generate_log(path: str | Path, events: int, seed: int = 0, workflows: int | 
         if filler:
             stamp.write(out, _filler(filler), [("payments/filler", "filler", 0)], written, base_ms)
             written += filler
-            keys.add(-1)
+            keys.add("payments/filler")
         stamp.flush(out)
     if expected_path is not None:
         triples.sort(key=lambda t: (t[1], t[2]))
         Path(expected_path).write_text(_expected_json(triples))
-    return GeneratedLog(Path(path), written, len(keys), instances,
+    return GeneratedLog(Path(path), written, len(keys), runs,
                         {g.value: counts[g.value] for g in Grade if counts[g.value]})
 
 
@@ -547,18 +555,19 @@ def _chunk(seed: str, runs: int) -> _Chunk:
             raise AssertionError(f"epoch {epoch} of {run.run_id} leaves its stride")
         lines.append((run.index, _line_format(ev, run.run_id), epoch, sent))
     truth = [(g.value, at[(wk, s)]) for g, wk, s in world.truth]
-    return _Chunk(runs, lines, truth, max(world.sent))
+    sizes = Counter(r for r, _, _, _ in lines)
+    return _Chunk(runs, lines, truth, max(world.sent), [sizes[r] for r in range(runs)])
 
 
 def _line_format(ev: dict[str, Any], run_id: str) -> str:
     """The event as a %-format line: seq, ts, key, run id and epoch become placeholders."""
 
     def lit(value: Any) -> str:
-        return json.dumps(value).replace("%", "%%")
+        return json.dumps(value, separators=(",", ":")).replace("%", "%%")
 
-    parts = ['"seq": %(seq)d', '"ts": "%(ts)s"', '"workflow_key": "%(wk)s"', f'"kind": {lit(ev["kind"])}']
+    parts = ['"seq":%(seq)d', '"ts":"%(ts)s"', '"workflow_key":"%(wk)s"', f'"kind":{lit(ev["kind"])}']
     if "epoch" in ev:
-        parts.append('"epoch": %(epoch)d')
+        parts.append('"epoch":%(epoch)d')
     for name in ("worker", "step_id", "effect_key", "sink", "sink_result", "reporter", "attrs"):
         if name not in ev:
             continue
@@ -569,21 +578,20 @@ def _line_format(ev: dict[str, Any], run_id: str) -> str:
             text = text.replace(run_id, "%(run)s")
             if "epoch" in ev:
                 text = text.replace(f':e{ev["epoch"]}"', ':e%(epoch)d"')
-        parts.append(f'"{name}": {text}')
-    return "{" + ", ".join(parts) + "}\n"
+        parts.append(f'"{name}":{text}')
+    return "{" + ",".join(parts) + "}\n"
 
 
 def _fit(chunk: _Chunk, room: int) -> set[int] | None:
     """The runs of ``chunk`` to stamp when only ``room`` events are left: all, or the first few."""
-    sizes = Counter(r for r, _, _, _ in chunk.lines)
     if len(chunk.lines) <= room:
         return set(range(chunk.runs))
     keep, used = set(), 0
     for r in range(chunk.runs):
-        if used + sizes[r] > room:
+        if used + chunk.sizes[r] > room:
             break
         keep.add(r)
-        used += sizes[r]
+        used += chunk.sizes[r]
     return keep or None
 
 
@@ -616,26 +624,35 @@ class _Stamper:
         self.rng = rng
         self.disorder = disorder
         self.buf: list[str] = []
-        self._seconds: dict[int, str] = {}
+        # ts = day + time of day + millis, from tables: formatting a datetime per line is the slow part
+        self._days: dict[int, str] = {}
+        self._clock = [f"T{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}." for s in range(86_400)]
+        self._millis = [f"{m:03d}Z" for m in range(1000)]
 
     def write(self, out: IO[str], lines: list[tuple[int, str, int, int]],
               ids: list[tuple[str, str, int]], seq0: int, base_ms: int) -> None:
-        buf, seconds = self.buf, self._seconds
+        buf, clock, millis = self.buf, self._clock, self._millis
         values = [{"wk": wk, "run": rid} for wk, rid, _ in ids]
         offsets = [off for _, _, off in ids]
+        start = int((T0 - T0.replace(hour=0, minute=0)).total_seconds() * 1000) + base_ms
+        day_of = self._day
         for i, (r, fmt, epoch, ms) in enumerate(lines, seq0 + 1):
-            t = base_ms + ms
-            s, frac = divmod(t, 1000)
-            prefix = seconds.get(s)
-            if prefix is None:
-                prefix = seconds[s] = f"{T0 + timedelta(seconds=s):%Y-%m-%dT%H:%M:%S}"
+            t = start + ms
+            sec, frac = divmod(t, 1000)
+            day, sec = divmod(sec, 86_400)
             v = values[r]
             v["seq"] = i
-            v["ts"] = f"{prefix}.{frac:03d}Z"
+            v["ts"] = day_of(day) + clock[sec] + millis[frac]
             v["epoch"] = epoch + offsets[r]
             buf.append(fmt % v)
         if len(buf) >= self.BATCH:
             self.flush(out)
+
+    def _day(self, day: int) -> str:
+        text = self._days.get(day)
+        if text is None:
+            text = self._days[day] = f"{T0.date() + timedelta(days=day):%Y-%m-%d}"
+        return text
 
     def flush(self, out: IO[str]) -> None:
         buf, rng = self.buf, self.rng
@@ -645,4 +662,3 @@ class _Stamper:
                 buf[i], buf[i + 1] = buf[i + 1], buf[i]
         out.write("".join(buf))
         buf.clear()
-        self._seconds.clear()

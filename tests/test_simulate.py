@@ -1,0 +1,311 @@
+"""The preemption simulator: deterministic, every injection happens, the fence holds, and the auditor
+finds exactly the simulation's ground truth (the acceptance test of issue 7)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from auditor.model import Grade, Kind, Reporter, SinkResult
+from auditor.simulate import (
+    CHARGE_CENTS,
+    DANGEROUS,
+    Injection,
+    Mode,
+    SimulateError,
+    _Run,
+    _World,
+    generate_log,
+    run_cli,
+    simulate,
+)
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+MODES = [m.value for m in Mode]
+RUNS, SEED = 200, 7
+
+
+@pytest.fixture(scope="module")
+def sims():
+    return {m: simulate(RUNS, SEED, m) for m in MODES}
+
+
+# The truth bookkeeping, replayed over hand-written logs: it must follow SPEC section 3 on its own,
+# before the auditor is compared with it.
+
+
+def replay_truth(events: list[dict]) -> list[tuple[str, str, int]]:
+    world = _World(0, [])
+    runs: dict[str, _Run] = {}
+    for ev in sorted(events, key=lambda e: e["seq"]):
+        wk = ev["workflow_key"]
+        run = runs.setdefault(wk, _Run(len(runs), wk, wk, Mode.FENCED, None, 0))
+        kind = Kind(ev["kind"])
+        if kind is Kind.LEASE_ACQUIRED:
+            run.epoch = max(run.epoch, ev["epoch"])
+        world.seq = ev["seq"] - 1
+        sink_result = SinkResult(ev["sink_result"]) if ev.get("sink_result") else None
+        world._record(run, 0, kind, ev.get("epoch"), ev.get("worker", "unknown"),
+                      Reporter(ev.get("reporter", "worker")), ev.get("step_id"), ev.get("effect_key"),
+                      ev.get("sink"), sink_result)
+    world.runs = list(runs.values())
+    world.run()
+    return [(g.value, wk, s) for g, wk, s in world.truth]
+
+
+def log(*rows: str) -> list[dict]:
+    """``"3 acq 18"``, ``"5 progress 17"``, ``"6 attempt 17 k"``, ``"7 reject 17 k"``,
+    ``"8 commit 17 k [step]"``: one event of workflow key ``w`` per row."""
+    kinds = {"acq": "lease_acquired", "progress": "progress", "attempt": "effect_attempted",
+             "reject": "effect_attempted", "commit": "effect_committed"}
+    out = []
+    for row in rows:
+        seq, kind, epoch, *rest = row.split()
+        ev = {"seq": int(seq), "workflow_key": "w", "kind": kinds[kind], "epoch": int(epoch)}
+        if rest:
+            ev["effect_key"] = rest[0]
+            ev["step_id"] = rest[1] if len(rest) > 1 else rest[0]
+        if kind == "reject":
+            ev["sink_result"] = "rejected"
+        out.append(ev)
+    return out
+
+
+TRUTH_CASES = [
+    ("stale progress", log("1 acq 1", "2 acq 2", "3 progress 1"), [("stale_activity", 3)]),
+    ("progress before the takeover", log("1 acq 1", "2 progress 1", "3 acq 2"), []),
+    ("refused stale attempt is one finding at the attempt",
+     log("1 acq 1", "2 acq 2", "3 attempt 1 k", "4 reject 1 k"), [("rejected_attempt", 3)]),
+    ("sent before the takeover, refused after it",
+     log("1 acq 1", "2 attempt 1 k", "3 acq 2", "4 reject 1 k"), [("rejected_attempt", 4)]),
+    ("stale attempt resolved by a commit, first commit of the key",
+     log("1 acq 1", "2 acq 2", "3 attempt 1 k", "4 commit 1 k"),
+     [("stale_attempt", 3), ("stale_commit", 4)]),
+    ("zombie commits after the new owner: stale and double at one seq",
+     log("1 acq 1", "2 acq 2", "3 commit 2 k", "4 attempt 1 k", "5 commit 1 k"),
+     [("stale_attempt", 4), ("stale_commit", 5), ("double_commit", 5)]),
+    ("re-run after preemption is a double commit, not stale",
+     log("1 acq 1", "2 commit 1 k", "3 acq 2", "4 commit 2 k"), [("double_commit", 4)]),
+    ("same epoch twice is an idempotent retry",
+     log("1 acq 1", "2 commit 1 k", "3 commit 1 k"), []),
+    ("epoch leaked into the key: one step, two keys, two epochs",
+     log("1 acq 1", "2 commit 1 k:e1 charge", "3 acq 2", "4 commit 2 k:e2 charge"),
+     [("double_commit", 4)]),
+    ("unanswered stale attempt", log("1 acq 1", "2 acq 2", "3 attempt 1 k"), [("stale_attempt", 3)]),
+]
+
+
+@pytest.mark.parametrize("events, expected", [c[1:] for c in TRUTH_CASES], ids=[c[0] for c in TRUTH_CASES])
+def test_truth_bookkeeping_follows_the_spec(events, expected):
+    assert replay_truth(events) == [(g, "w", s) for g, s in expected]
+
+
+def test_truth_bookkeeping_reproduces_the_seed_scenario():
+    events = [json.loads(line) for line in (FIXTURES / "seed_split_brain.jsonl").read_text().splitlines()]
+    expected = json.loads((FIXTURES / "seed_split_brain.expected.json").read_text())["findings"]
+    assert sorted(replay_truth(events)) == sorted(tuple(t) for t in expected)
+
+
+# The simulation itself.
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_same_seed_same_log(mode, sims):
+    again = simulate(RUNS, SEED, mode)
+    assert (again.events, again.truth) == (sims[mode].events, sims[mode].truth)
+    assert simulate(RUNS, SEED + 1, mode).events != sims[mode].events
+
+
+def test_log_is_canonical_and_in_authoritative_order(sims):
+    for sim in sims.values():
+        seqs = [ev["seq"] for ev in sim.events]
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert {ev["kind"] for ev in sim.events} <= {k.value for k in Kind}
+        reporters = {(ev["kind"], ev.get("sink_result"), ev["reporter"]) for ev in sim.events}
+        assert reporters <= {
+            ("lease_acquired", None, "coordinator"), ("progress", None, "worker"),
+            ("effect_attempted", None, "worker"), ("effect_attempted", "rejected", "sink"),
+            ("effect_committed", None, "sink"), ("outcome_verified", None, "verifier"),
+        }
+        # ts is simulated time at the source: late arrivals disagree with seq order
+        assert any(a["ts"] > b["ts"] for a, b in zip(sim.events, sim.events[1:]))
+
+
+def _runs(sim) -> dict[str, list[dict]]:
+    by_key: dict[str, list[dict]] = {}
+    for ev in sim.events:
+        by_key.setdefault(ev["workflow_key"], []).append(ev)
+    return by_key
+
+
+def _shows(injection: Injection, events: list[dict]) -> bool:
+    """Whether one run's log shows the interleaving its injection is meant to produce."""
+    grants = [ev for ev in events if ev["kind"] == "lease_acquired"]
+    first, takeover = grants[0]["epoch"], grants[1]
+    old = [ev for ev in events if ev.get("epoch") == first and ev["kind"] != "lease_acquired"]
+
+    def of(kind, step, reporter=None):
+        return [ev for ev in old if ev["kind"] == kind and ev.get("step_id") == step
+                and (reporter is None or ev["reporter"] == reporter)]
+
+    after = takeover["seq"]
+    if injection is Injection.COMMIT_BEFORE_CHECKPOINT:
+        return [ev["seq"] < after for ev in of("effect_committed", "charge")] == [True] and not of("progress", "charge")
+    if injection is Injection.SLOW_MODEL_CALL:
+        return all(ev["seq"] > after and ev["ts"] > takeover["ts"] for ev in of("progress", "plan"))
+    if injection is Injection.LATE_ACK:
+        sent = of("effect_attempted", "charge", "worker")
+        answered = [ev for ev in old if ev["reporter"] == "sink" and ev.get("step_id") == "charge"]
+        return [ev["seq"] < after for ev in sent] == [True] and [ev["seq"] > after for ev in answered] == [True]
+    if injection is Injection.LATE_CHECKPOINT:
+        late = of("progress", "charge")
+        return [ev["seq"] > after and ev["ts"] < takeover["ts"] for ev in late] == [True]
+    raise AssertionError(injection)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("injection", DANGEROUS, ids=[i.value for i in DANGEROUS])
+def test_every_injection_point_occurs(mode, injection, sims):
+    sim = sims[mode]
+    runs = _runs(sim)
+    hit = [wk for wk, inj in sim.injected.items() if inj == injection]
+    assert len(hit) == RUNS // len(DANGEROUS)
+    assert [wk for wk in hit if not _shows(injection, runs[wk])] == []
+
+
+def test_fenced_gateway_holds(sims):
+    sim = sims["fenced"]
+    assert sum(sim.injections.values()) == RUNS
+    assert set(sim.charges_per_run.values()) == {CHARGE_CENTS}
+    assert len(sim.charges_per_run) == RUNS
+    assert (sim.double_applies, sim.stale_commits, sim.stale_checkpoints_accepted) == (0, 0, 0)
+    assert sim.rejected_attempts > 0
+    counts = sim.truth_counts()
+    assert set(counts) == {"stale_activity", "rejected_attempt"}
+    assert counts["rejected_attempt"] == sim.rejected_attempts
+
+
+@pytest.mark.parametrize("mode", ["unfenced", "key-includes-epoch"])
+def test_unsafe_gateways_double_apply(mode, sims):
+    sim = sims[mode]
+    counts = sim.truth_counts()
+    assert sim.double_applies > 0
+    assert counts["double_commit"] == sim.double_applies
+    assert counts.get("stale_commit", 0) == sim.stale_commits
+    assert sum(sim.charges_per_run.values()) > RUNS * CHARGE_CENTS
+
+
+def test_key_includes_epoch_double_commits_are_all_unstable_keys(sims):
+    sim = sims["key-includes-epoch"]
+    doubles = {(wk, seq) for g, wk, seq in sim.truth if g == "double_commit"}
+    by_seq = {(ev["workflow_key"], ev["seq"]): ev for ev in sim.events}
+    assert {by_seq[d]["effect_key"].rsplit(":", 1)[1][0] for d in doubles} == {"e"}
+    assert sim.stale_commits == 0
+
+
+def test_bad_options_say_what_is_expected():
+    with pytest.raises(SimulateError, match="mode is 'fence', expected one of fenced, unfenced, key-includes-epoch"):
+        simulate(10, 0, "fence")
+    with pytest.raises(SimulateError, match="runs is 0, expected at least 1"):
+        simulate(0)
+
+
+def test_run_cli_writes_log_and_expectation(tmp_path):
+    out, exp = tmp_path / "sim.jsonl.gz", tmp_path / "sim.expected.json"
+    text = run_cli(8, 3, "fenced", out, exp)
+    sim = simulate(8, 3, "fenced")
+    with gzip.open(out, "rt") as f:
+        assert [json.loads(line) for line in f] == sim.events
+    assert json.loads(exp.read_text()) == {"findings": [list(t) for t in sim.truth]}
+    assert text.splitlines()[1:] == [
+        "injected interleavings: commit_before_checkpoint 2, slow_model_call 2, late_ack 2, late_checkpoint 2",
+        "bank: net charge per run $50.00; double applies 0, stale commits 0, replays 4",
+        "gateway: rejected attempts 6; stale checkpoints accepted 0",
+        f"ground truth: stale_activity 4, rejected_attempt 6 -> {exp}",
+    ]
+
+
+# Committed fixtures are regenerated exactly: a change to the simulator shows up as a fixture diff.
+
+FIXTURE_SIMS = {f"sim_{m.replace('-', '_')}_small": (24, 11, m) for m in MODES}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_SIMS))
+def test_committed_fixtures_are_the_simulator_output(name, tmp_path):
+    sim = simulate(*FIXTURE_SIMS[name])
+    sim.write(tmp_path / "log.jsonl")
+    sim.write_expected(tmp_path / "exp.json")
+    assert (tmp_path / "log.jsonl").read_text() == (FIXTURES / f"{name}.jsonl").read_text()
+    assert (tmp_path / "exp.json").read_text() == (FIXTURES / f"{name}.expected.json").read_text()
+
+
+# The scale generator.
+
+
+@pytest.mark.parametrize("events, workflows", [(1, None), (37, None), (6000, None), (6000, 40), (6000, 3)])
+def test_generate_log_writes_exactly_the_events_asked(tmp_path, events, workflows):
+    path, exp = tmp_path / "big.jsonl", tmp_path / "big.expected.json"
+    got = generate_log(path, events, seed=5, workflows=workflows, expected_path=exp)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    seqs = [r["seq"] for r in rows]
+    assert (got.events, sorted(seqs)) == (events, list(range(1, events + 1)))
+    assert got.workflows == len({r["workflow_key"] for r in rows})
+    if workflows is not None:
+        assert got.workflows <= workflows + 1  # + the filler that pads to the exact count
+    truth = json.loads(exp.read_text())["findings"]
+    assert dict(Counter(g for g, _, _ in truth)) == got.findings
+    if events >= 6000:
+        assert seqs != sorted(seqs)  # some neighbours swapped
+        assert set(got.findings) == {g.value for g in Grade}
+        assert got.runs > 100
+
+
+def test_generate_log_rejects_nonsense():
+    with pytest.raises(SimulateError, match="events is 0, expected at least 1"):
+        generate_log("/nonexistent/x.jsonl", 0)
+
+
+# The acceptance test: the real auditor against the simulation's own ground truth.
+
+
+def _precision_recall(found: set, truth: set) -> tuple[float, float]:
+    hit = len(found & truth)
+    return (hit / len(found) if found else 1.0, hit / len(truth) if truth else 1.0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_auditor_finds_exactly_the_simulated_truth(mode, sims, tmp_path):
+    from auditor import audit
+
+    sim = sims[mode]
+    path = tmp_path / f"{mode}.jsonl"
+    sim.write(path)
+    result = audit([path])
+    found, truth = result.expected_triples(), set(sim.truth)
+    assert (sorted(found - truth), sorted(truth - found)) == ([], [])
+    assert _precision_recall(found, truth) == (1.0, 1.0)
+    assert result.diagnostics == []
+    doubles = [f for f in result.findings if f.grade is Grade.DOUBLE_COMMIT]
+    if mode == "fenced":
+        assert result.verdict == "pass"  # only rejected attempts and stale activity: the fence held
+        assert {t for t in found if t[0] == "rejected_attempt"} == {t for t in truth if t[0] == "rejected_attempt"}
+        assert len([t for t in found if t[0] == "rejected_attempt"]) == sim.rejected_attempts
+    else:
+        assert result.verdict == "fail"
+        assert len(doubles) == sim.double_applies > 0
+        assert {f.unstable_effect_key for f in doubles} == {mode == "key-includes-epoch"}
+
+
+@pytest.mark.parametrize("workflows", [None, 25])
+def test_auditor_finds_exactly_the_generated_truth(workflows, tmp_path):
+    from auditor import audit
+
+    path, exp = tmp_path / "big.jsonl", tmp_path / "big.expected.json"
+    generate_log(path, 8000, seed=9, workflows=workflows, expected_path=exp)
+    truth = {tuple(t) for t in json.loads(exp.read_text())["findings"]}
+    found = audit([path]).expected_triples()
+    assert (sorted(found - truth), sorted(truth - found)) == ([], [])
