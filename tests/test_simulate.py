@@ -17,12 +17,11 @@ from auditor.simulate import (
     Injection,
     Mode,
     SimulateError,
-    _Run,
-    _World,
     generate_log,
     run_cli,
     simulate,
 )
+from auditor.simulate.world import Run, World
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 MODES = [m.value for m in Mode]
@@ -39,17 +38,17 @@ def sims():
 
 
 def replay_truth(events: list[dict]) -> list[tuple[str, str, int]]:
-    world = _World(0, [])
-    runs: dict[str, _Run] = {}
+    world = World(0, [])
+    runs: dict[str, Run] = {}
     for ev in sorted(events, key=lambda e: e["seq"]):
         wk = ev["workflow_key"]
-        run = runs.setdefault(wk, _Run(len(runs), wk, wk, Mode.FENCED, None, 0))
+        run = runs.setdefault(wk, Run(len(runs), wk, wk, Mode.FENCED, None, 0))
         kind = Kind(ev["kind"])
         if kind is Kind.LEASE_ACQUIRED:
             run.epoch = max(run.epoch, ev["epoch"])
         world.seq = ev["seq"] - 1
         sink_result = SinkResult(ev["sink_result"]) if ev.get("sink_result") else None
-        world._record(run, 0, kind, ev.get("epoch"), ev.get("worker", "unknown"),
+        world.record(run, 0, kind, ev.get("epoch"), ev.get("worker", "unknown"),
                       Reporter(ev.get("reporter", "worker")), ev.get("step_id"), ev.get("effect_key"),
                       ev.get("sink"), sink_result)
     world.runs = list(runs.values())

@@ -1,0 +1,344 @@
+"""The world of the simulation: a lease store, workers, a tool gateway, two sinks and the log.
+
+A deterministic discrete-event simulation (one time-ordered queue of callbacks, workers written as
+generators that yield what they wait for). The lease store (the coordinator) grants epochs and
+owns the authoritative sequence: every event gets its ``seq`` when it lands in the one log, while
+``ts`` is the simulated time at its source, so a late arrival carries a ``ts`` that disagrees with
+its ``seq``. Each run is one workflow key: ``plan`` (a model call), ``charge`` ($50 at the bank)
+and ``receipt`` (an email at the mailer), a checkpoint after each step. The first owner of a run is
+preempted at its run's ``Injection``; the store grants epoch + 1 when the lease runs out and the new
+owner resumes from the last accepted checkpoint, while the displaced one may wake up and go on.
+
+The ground truth is bookkept in ``World.record`` as each event lands, from what the store, the
+gateway and the sinks know at that moment (SPEC section 3 applied to the simulation's own state),
+never by running the auditor: that keeps the acceptance test from being circular.
+"""
+
+from __future__ import annotations
+
+import gzip
+import heapq
+import io
+import json
+import random
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import IO, Any
+
+from ..model import Grade, Kind, Reporter, SinkResult
+
+
+class SimulateError(ValueError):
+    """A simulation option is out of range or unknown."""
+
+
+class Mode(StrEnum):
+    """How the tool gateway and the destinations protect an effect."""
+
+    FENCED = "fenced"  # stable key per (run_id, step_id); the gateway checks the epoch
+    UNFENCED = "unfenced"  # no epoch check, no idempotency key: every request is applied
+    KEY_INCLUDES_EPOCH = "key-includes-epoch"  # epoch checked, but the key changes with it
+
+
+class Injection(StrEnum):
+    """Where the first owner of a run is preempted."""
+
+    COMMIT_BEFORE_CHECKPOINT = "commit_before_checkpoint"  # effect recorded, checkpoint never written
+    SLOW_MODEL_CALL = "slow_model_call"  # the lease expires while a model call is in flight
+    LATE_ACK = "late_ack"  # a request sent before the new grant is answered after it
+    LATE_CHECKPOINT = "late_checkpoint"  # a checkpoint of the old epoch lands after the new grant
+    CRASH = "crash"  # the owner dies before any effect: a clean handover (scale logs only)
+
+
+DANGEROUS: tuple[Injection, ...] = tuple(i for i in Injection if i is not Injection.CRASH)
+STEPS = ("plan", "charge", "receipt")
+SINKS = {"charge": "bank", "receipt": "mailer"}
+CHARGE_CENTS = 5000
+TTL_MS = 10_000
+WORKERS = tuple(f"worker-{i:02d}" for i in range(1, 13))
+T0 = datetime(2026, 9, 6, 2, 0, tzinfo=UTC)
+EPOCH_STRIDE = 64  # epochs of one run stay below base + this (generate_log chains runs on a key)
+
+
+def rfc3339(ms: int) -> str:
+    """Simulated milliseconds since T0 as an RFC 3339 time."""
+    return f"{T0 + timedelta(milliseconds=ms):%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+
+
+@dataclass(slots=True)
+class Run:
+    """One run (one workflow key): the lease store's, checkpoint store's and sinks' view of it."""
+
+    index: int
+    run_id: str
+    workflow_key: str
+    mode: Mode
+    injection: Injection | None
+    first_epoch: int
+    epoch: int = 0  # the lease store's current epoch: the highest granted
+    holder: str | None = None
+    checkpoint: int = -1  # index in STEPS of the last accepted checkpoint
+    applied: Counter[str] = field(default_factory=Counter)  # effect key -> times the sink applied it
+    applied_steps: set[str] = field(default_factory=set)
+    # What the truth needs, as the log saw it:
+    key_epochs: dict[str, set[int]] = field(default_factory=dict)  # effect key -> committing epochs
+    step_commits: dict[str, set[tuple[int, str]]] = field(default_factory=dict)  # step -> (epoch, key)
+    pending: dict[tuple[int, str], list[tuple[int, bool]]] = field(default_factory=dict)  # open attempts
+    cents: int = 0
+
+
+_Command = tuple  # ("sleep", ms) or ("call", fn, *args): fn(process, *args) resumes it later
+_Process = Generator[_Command, Any, None]
+
+
+class World:
+    """The kernel (a time-ordered queue of callbacks) and every actor's state."""
+
+    def __init__(self, seed: int | str, specs: list[tuple[Mode, Injection | None]],
+                 verify_share: float = 0.25, drop_share: float = 0.0) -> None:
+        self.rng = random.Random(seed)
+        self.drop_share = drop_share  # requests lost on the way: attempts nobody ever answers
+        self.now = 0
+        self._queue: list[tuple[int, int, Callable[..., None], tuple]] = []
+        self._order = 0
+        self.seq = 0
+        self.events: list[dict[str, Any]] = []
+        self.sent: list[int] = []  # per event, the simulated time at its source (ms)
+        self.truth: list[tuple[Grade, str, int]] = []
+        self.runs = [
+            Run(i, f"run-{i:04d}", f"payments/run-{i:04d}", mode, inj, self.rng.randint(1, 40))
+            for i, (mode, inj) in enumerate(specs)
+        ]
+        self.stale_commits = 0
+        self.double_applies = 0
+        self.rejections = 0
+        self.replays = 0
+        self.stale_checkpoints_accepted = 0
+        start = 0
+        for run in self.runs:
+            start += self.rng.randint(1_500, 4_500)
+            self._after(start, self._acquire, run)
+            if self.rng.random() < verify_share:
+                self._after(start + 150_000, self._verify, run)
+
+    def run(self) -> None:
+        while self._queue:
+            self.now, _, fn, args = heapq.heappop(self._queue)
+            fn(*args)
+        for run in self.runs:  # an attempt no destination ever answered stays a stale_attempt
+            for attempts in run.pending.values():
+                self.truth += [(Grade.STALE_ATTEMPT, run.workflow_key, s) for s, st in attempts if st]
+        self.truth.sort(key=lambda t: (t[1], t[2], t[0].rank))
+
+    def _after(self, delay: int, fn: Callable[..., None], *args: Any) -> None:
+        heapq.heappush(self._queue, (self.now + delay, self._order, fn, args))
+        self._order += 1
+
+    def _resume(self, proc: _Process, value: Any = None) -> None:
+        try:
+            command = proc.send(value)
+        except StopIteration:
+            return
+        if command[0] == "sleep":
+            self._after(command[1], self._resume, proc)
+        else:
+            command[1](proc, *command[2:])
+
+    def _net(self) -> int:
+        return self.rng.randint(5, 80)
+
+    # The lease store.
+
+    def _acquire(self, run: Run) -> None:
+        first = run.holder is None
+        run.epoch = run.first_epoch if first else run.epoch + 1
+        run.holder = self.rng.choice([w for w in WORKERS if w != run.holder])
+        attrs = None if first else {"reason": "lease expired"}
+        self.record(run, self.now, Kind.LEASE_ACQUIRED, run.epoch, run.holder,
+                    Reporter.COORDINATOR, attrs=attrs)
+        self._after(self.rng.randint(200, 1_000), self._resume, self._worker(run, run.holder, run.epoch))
+
+    def _lose_lease(self, run: Run, epoch: int) -> None:
+        """The holder stops renewing now; the store grants epoch + 1 when the lease runs out."""
+        left = self.rng.randint(TTL_MS // 2, TTL_MS)  # what was left of the last renewal
+        self._after(left + self.rng.randint(100, 1_500), self._expire, run, epoch)
+
+    def _expire(self, run: Run, epoch: int) -> None:
+        if run.epoch == epoch:
+            self._acquire(run)
+
+    # A worker: one owner epoch of one run, with the failpoints of its injection.
+
+    def _worker(self, run: Run, worker: str, epoch: int) -> _Process:
+        rng = self.rng
+        inject = run.injection if epoch == run.first_epoch else None
+        for i in range(run.checkpoint + 1, len(STEPS)):
+            step = STEPS[i]
+            if step == "plan":
+                if inject is Injection.CRASH:
+                    yield ("sleep", rng.randint(300, 3_000))
+                    self._lose_lease(run, epoch)
+                    return
+                if inject is Injection.SLOW_MODEL_CALL:
+                    # The streaming call blocks the loop that renews the lease.
+                    self._lose_lease(run, epoch)
+                    yield ("sleep", TTL_MS + rng.randint(3_000, 40_000))
+                else:
+                    yield ("sleep", rng.randint(800, 4_000))
+                self._checkpoint(run, worker, epoch, i, self._net(), {})
+                continue
+            key = self._effect_key(run, step, epoch)
+            sent = self.now
+            yield ("sleep", self._net())  # the outbox write: the attempt is durable before the call
+            attrs = {"amount_cents": CHARGE_CENTS} if step == "charge" else None
+            self.record(run, sent, Kind.EFFECT_ATTEMPTED, epoch, worker, Reporter.WORKER,
+                        step, key, attrs=attrs)
+            delay = self._net()
+            if inject is Injection.LATE_ACK and step == "charge":
+                self._lose_lease(run, epoch)  # cut off as the call leaves: no renewals, no answer
+                delay = TTL_MS + rng.randint(3_000, 20_000)
+            verdict = yield ("call", self._gateway, run, worker, epoch, step, key, delay)
+            if verdict == "rejected":
+                return
+            if verdict == "timeout":  # give up; whoever holds the lease next starts over
+                self._lose_lease(run, epoch)
+                return
+            if step == "charge" and inject is Injection.COMMIT_BEFORE_CHECKPOINT:
+                self._lose_lease(run, epoch)
+                return
+            if step == "charge" and inject is Injection.LATE_CHECKPOINT:
+                self._checkpoint(run, worker, epoch, i, TTL_MS + rng.randint(3_000, 20_000),
+                                 {"result": verdict})
+                self._lose_lease(run, epoch)  # the VM is suspended with the write still buffered
+                yield ("sleep", TTL_MS + rng.randint(5_000, 30_000))
+                if rng.random() < 0.5:
+                    return
+                continue
+            self._checkpoint(run, worker, epoch, i, self._net(), {"result": verdict})
+
+    @staticmethod
+    def _effect_key(run: Run, step: str, epoch: int) -> str:
+        key = f"{'payment' if step == 'charge' else 'email'}:{run.run_id}:{step}"
+        return f"{key}:e{epoch}" if run.mode is Mode.KEY_INCLUDES_EPOCH else key
+
+    # The checkpoint store and the tool gateway.
+
+    def _checkpoint(self, run: Run, worker: str, epoch: int, index: int, delay: int,
+                    attrs: dict[str, Any]) -> None:
+        self._after(delay, self._land_checkpoint, run, worker, epoch, index, self.now, attrs)
+
+    def _land_checkpoint(self, run: Run, worker: str, epoch: int, index: int, sent: int,
+                         attrs: dict[str, Any]) -> None:
+        stale = epoch < run.epoch
+        accepted = not stale or run.mode is Mode.UNFENCED
+        if accepted:
+            run.checkpoint = index  # an accepted stale write clobbers the newer snapshot
+            self.stale_checkpoints_accepted += stale
+        attrs = {"checkpoint": STEPS[index], **attrs, "write": "accepted" if accepted else "refused"}
+        self.record(run, sent, Kind.PROGRESS, epoch, worker, Reporter.WORKER, STEPS[index], attrs=attrs)
+
+    def _gateway(self, proc: _Process, run: Run, worker: str, epoch: int, step: str, key: str,
+                 delay: int) -> None:
+        if self.drop_share and self.rng.random() < self.drop_share:
+            self._after(30_000, self._resume, proc, "timeout")
+            return
+        self._after(delay + self.rng.randint(20, 300), self._arrive, proc, run, worker, epoch, step, key)
+
+    def _arrive(self, proc: _Process, run: Run, worker: str, epoch: int, step: str, key: str) -> None:
+        """The gateway and its destination; the request names its worker and epoch in headers."""
+        sink, fenced = SINKS[step], run.mode is not Mode.UNFENCED
+        if fenced and epoch < run.epoch:
+            verdict = "rejected"
+            self.rejections += 1
+            self.record(run, self.now, Kind.EFFECT_ATTEMPTED, epoch, worker, Reporter.SINK, step,
+                        key, sink, SinkResult.REJECTED, {"reason": "stale epoch"})
+        elif fenced and run.applied[key]:
+            verdict = "replayed"  # the destination answers with the original receipt
+            self.replays += 1
+        else:
+            verdict = "committed"
+            self.stale_commits += epoch < run.epoch
+            self.double_applies += step in run.applied_steps
+            run.applied[key] += 1
+            run.applied_steps.add(step)
+            attrs = None
+            if step == "charge":
+                run.cents += CHARGE_CENTS
+                attrs = {"amount_cents": CHARGE_CENTS}
+            self.record(run, self.now, Kind.EFFECT_COMMITTED, epoch, worker, Reporter.SINK,
+                        step, key, sink, attrs=attrs)
+        self._after(self._net(), self._resume, proc, verdict)
+
+    def _verify(self, run: Run) -> None:
+        for key in sorted(k for k in run.applied if k.startswith("payment:")):
+            self.record(run, self.now, Kind.OUTCOME_VERIFIED, None, "reconciler", Reporter.VERIFIER,
+                        "charge", key, "bank", attrs={"times_applied": run.applied[key]})
+
+    # The authoritative log, and the truth bookkept as each event is recorded.
+
+    def record(self, run: Run, sent: int, kind: Kind, epoch: int | None, worker: str,
+               reporter: Reporter, step: str | None = None, key: str | None = None,
+               sink: str | None = None, sink_result: SinkResult | None = None,
+               attrs: dict[str, Any] | None = None) -> None:
+        """Append one event at the next seq, and the findings it makes true (SPEC section 3).
+
+        Staleness is the store's view now: the run's epoch is the highest acquired before this seq.
+        An attempt stays open until a rejection or commit of its (epoch, effect key) resolves it.
+        """
+        self.seq += 1
+        seq, wk = self.seq, run.workflow_key
+        ev: dict[str, Any] = {"seq": seq, "ts": rfc3339(sent), "workflow_key": wk, "kind": kind.value}
+        for name, value in (("epoch", epoch), ("worker", worker), ("step_id", step),
+                            ("effect_key", key), ("sink", sink), ("sink_result", sink_result),
+                            ("reporter", reporter), ("attrs", attrs)):
+            if value is not None:
+                ev[name] = value.value if isinstance(value, StrEnum) else value
+        self.events.append(ev)
+        self.sent.append(sent)
+        if kind in (Kind.LEASE_ACQUIRED, Kind.OUTCOME_VERIFIED):
+            return
+        stale = epoch < run.epoch
+        found: list[tuple[Grade, int]] = []
+        if kind is Kind.PROGRESS:
+            if stale:
+                found.append((Grade.STALE_ACTIVITY, seq))
+        elif kind is Kind.EFFECT_ATTEMPTED and sink_result is None:
+            run.pending.setdefault((epoch, key), []).append((seq, stale))
+        elif kind is Kind.EFFECT_ATTEMPTED:  # a rejection: the receipt of every open attempt
+            receipts = [s for s, st in run.pending.pop((epoch, key), []) if st]
+            found += [(Grade.REJECTED_ATTEMPT, s) for s in receipts]
+            if stale and not receipts:  # sent before the takeover, refused after it
+                found.append((Grade.REJECTED_ATTEMPT, seq))
+        else:
+            found += [(Grade.STALE_ATTEMPT, s) for s, st in run.pending.pop((epoch, key), []) if st]
+            if stale:
+                found.append((Grade.STALE_COMMIT, seq))
+            epochs = run.key_epochs.setdefault(key, set())
+            commits = run.step_commits.setdefault(step, set()) if step is not None else set()
+            new_for_key = bool(epochs) and epoch not in epochs
+            unstable = epoch not in {e for e, _ in commits} and any(k != key for _, k in commits)
+            if new_for_key or unstable:
+                found.append((Grade.DOUBLE_COMMIT, seq))
+            epochs.add(epoch)
+            commits.add((epoch, key))
+        self.truth += [(grade, wk, s) for grade, s in found]
+
+
+# The files a simulation writes.
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """A text file to write, gzip-compressed when the path ends in ``.gz``."""
+    if str(path).endswith(".gz"):  # mtime 0: the same simulation gives the same bytes
+        return io.TextIOWrapper(gzip.GzipFile(str(path), "wb", mtime=0), encoding="utf-8")
+    return open(path, "w", encoding="utf-8")
+
+
+def expected_json(triples: Iterable[tuple[str, str, int]]) -> str:
+    """The ``--expect`` document, one ``[grade, workflow_key, seq]`` per line."""
+    rows = ",\n".join("  " + json.dumps(list(t)) for t in triples)
+    return '{"findings": [\n' + rows + "\n]}\n" if rows else '{"findings": []}\n'
