@@ -222,8 +222,9 @@ def test_run_cli_writes_log_and_expectation(tmp_path):
     assert json.loads(exp.read_text()) == {"findings": [list(t) for t in sim.truth]}
     assert text.splitlines()[1:] == [
         "injected interleavings: commit_before_checkpoint 2, slow_model_call 2, late_ack 2, late_checkpoint 2",
-        "bank: net charge per run $50.00; double applies 0, stale commits 0, replays 4",
-        "gateway: rejected attempts 6; stale checkpoints accepted 0",
+        "bank: net charge per run $50.00 x8",
+        "sinks: double applies 0, stale commits 0, rejected attempts 6, replays of a stable key 4",
+        "checkpoint store: stale checkpoints accepted 0",
         f"ground truth: stale_activity 4, rejected_attempt 6 -> {exp}",
     ]
 

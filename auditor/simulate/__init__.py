@@ -113,15 +113,15 @@ def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = 
     sim.write(out)
     if expected is not None:
         sim.write_expected(expected)
-    cents = sorted(set(sim.charges_per_run.values()))
+    per_run = Counter(sim.charges_per_run.values())
+    charged = ", ".join(f"{_dollars(c)} x{n}" for c, n in sorted(per_run.items()))
     lines = [
         f"simulated {sim.runs} runs, mode {sim.mode}, seed {sim.seed}: {len(sim.events)} events -> {out}",
         "injected interleavings: " + ", ".join(f"{k} {v}" for k, v in sim.injections.items()),
-        f"bank: net charge per run {', '.join(_dollars(c) for c in cents)}; "
-        f"double applies {sim.double_applies}, stale commits {sim.stale_commits}, "
-        f"replays {sim.replays}",
-        f"gateway: rejected attempts {sim.rejected_attempts}; "
-        f"stale checkpoints accepted {sim.stale_checkpoints_accepted}",
+        f"bank: net charge per run {charged}",
+        f"sinks: double applies {sim.double_applies}, stale commits {sim.stale_commits}, "
+        f"rejected attempts {sim.rejected_attempts}, replays of a stable key {sim.replays}",
+        f"checkpoint store: stale checkpoints accepted {sim.stale_checkpoints_accepted}",
         "ground truth: " + (", ".join(f"{g} {n}" for g, n in sim.truth_counts().items()) or "no findings")
         + (f" -> {expected}" if expected is not None else ""),
     ]
