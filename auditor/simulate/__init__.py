@@ -81,8 +81,10 @@ class Simulation:
 def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation:
     """Simulate ``runs`` runs, each with one injected preemption, in one gateway ``mode``.
 
-    Deterministic: the same arguments give the same events and truth. The injections are spread
-    evenly over the four dangerous points (counts differ by at most one), in a seeded order.
+    Deterministic (no wall clock, one seeded ``random.Random``): the same arguments give the same
+    events and truth. The injections are spread evenly over the four dangerous points (counts
+    differ by at most one), in a seeded order. Raises ``SimulateError`` for an unknown mode or
+    fewer than one run. Holds the whole log in memory; for millions of events use ``generate_log``.
     """
     mode = _mode(mode)
     if runs < 1:
@@ -108,7 +110,9 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation
 
 
 def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = None) -> str:
-    """Simulate, write the log (and the expected findings), and return the summary to print."""
+    """The body of ``auditor simulate``: simulate, write the log (and the expected findings in the
+    ``--expect`` format), and return the summary to print. Raises ``SimulateError`` for bad options
+    (the CLI turns it into ``typer.BadParameter``) and ``OSError`` when a file cannot be written."""
     sim = simulate(runs, seed, mode)
     sim.write(out)
     if expected is not None:
