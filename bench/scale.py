@@ -1,0 +1,349 @@
+"""The scale benchmark (issue 5): audit millions of events and compare with DuckDB's own scan.
+
+For each size it generates (once, cached beside the other logs) a seeded, realistic log with the
+preemption simulator's scale generator, then measures three things side by side, each in a fresh
+process so that start-up, imports and peak memory are counted the way a user meets them:
+
+  (a) the floor: DuckDB's ``read_json`` over the same file, touching every event column;
+  (b) ``auditor audit FILE --json OUT``, end to end, as a user runs it;
+  (c) a plain pure-Python reference: ``json.loads`` per line, the events sorted per workflow key
+      in seq order, and the incremental detector (``auditor.detect.live``), whose state per key is
+      essentially the highest epoch acquired so far.
+
+It prints the ratios b/a and c/b, the peak resident memory of each process (``wait4`` rusage of
+that child alone), whether (b) and (c) found the same findings, and the cold start of auditing
+the 16-event seed fixture. ``--phases`` adds a separate, unmeasured diagnostic run that times the
+stages of (b) inside one process.
+
+    python bench/scale.py --events 100000 --events 1000000 --events 10000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED_FIXTURE = ROOT / "fixtures" / "seed_split_brain.jsonl"
+
+# The event columns of SPEC section 2 as the generator writes them; the floor reads all of them.
+COLUMNS = {"seq": "BIGINT", "ts": "VARCHAR", "workflow_key": "VARCHAR", "kind": "VARCHAR",
+           "epoch": "BIGINT", "worker": "VARCHAR", "step_id": "VARCHAR", "effect_key": "VARCHAR",
+           "sink": "VARCHAR", "sink_result": "VARCHAR", "reporter": "VARCHAR", "attrs": "JSON"}
+
+FLOOR = """
+import duckdb, json, sys, time
+t = time.perf_counter()
+cols = json.loads(sys.argv[2])
+touched = ", ".join(f"max({c}::VARCHAR)" if t == "JSON" else f"max({c})" for c, t in cols.items())
+row = duckdb.connect().execute(f"SELECT count(*), {touched} FROM read_json($path, format = "
+                               f"'newline_delimited', columns = $cols)",
+                               {"path": sys.argv[1], "cols": cols}).fetchall()[0]
+print(json.dumps({"rows": row[0], "query_s": time.perf_counter() - t}))
+"""
+
+
+@dataclass
+class Run:
+    """One measured child process."""
+
+    seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+    exit_code: int
+
+
+@dataclass
+class Row:
+    events: int
+    bytes: int
+    workflows: int
+    truth: dict[str, int]
+    floor: Run
+    audit: Run
+    reference: Run | None
+    found: dict[str, int] = field(default_factory=dict)
+    reference_found: dict[str, int] = field(default_factory=dict)
+    same_findings: bool | None = None
+    mismatches: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def b_over_a(self) -> float:
+        return self.audit.seconds / self.floor.seconds
+
+    @property
+    def c_over_b(self) -> float | None:
+        return self.reference.seconds / self.audit.seconds if self.reference else None
+
+
+def measure(cmd: list[str], stdout=subprocess.DEVNULL, env: dict | None = None) -> Run:
+    """Run ``cmd`` to completion; wall time, CPU time and peak RSS of that child alone."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=stdout, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Run(round(elapsed, 3), round(usage.ru_utime + usage.ru_stime, 3),
+               round(usage.ru_maxrss / 1024, 1), proc.returncode)
+
+
+def generate(directory: Path, events: int, seed: int, workflows: int | None, disorder: float) -> tuple[Path, dict]:
+    """The log for one size, generated once and reused while its parameters stay the same."""
+    from auditor.simulate import generate_log
+
+    name = f"scale-{events}-s{seed}" + (f"-w{workflows}" if workflows else "") + f"-d{disorder}"
+    path, meta_path = directory / f"{name}.jsonl", directory / f"{name}.meta.json"
+    if path.exists() and meta_path.exists():
+        return path, json.loads(meta_path.read_text())
+    say(f"generating {events:,} events into {path} ...")
+    t = time.perf_counter()
+    log = generate_log(path, events, seed=seed, workflows=workflows, disorder=disorder)
+    meta = {"events": log.events, "workflows": log.workflows, "runs": log.runs, "truth": log.findings,
+            "bytes": path.stat().st_size, "generate_s": round(time.perf_counter() - t, 1)}
+    meta_path.write_text(json.dumps(meta))
+    return path, meta
+
+
+def auditor_command() -> list[str]:
+    script = Path(sys.executable).with_name("auditor")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "auditor"]
+
+
+def finding_key(f: dict) -> tuple:
+    """A finding as compared between (b) and (c): every field of the JSON finding.
+
+    The one known difference is normalized: for a double commit the batch detector may name the
+    transition of its lowest epoch even when that acquisition comes after the commit, where the
+    incremental one says none yet (see tests/test_live_detector.py).
+    """
+    f = dict(f)
+    if f.get("transition_seq") is not None and f["transition_seq"] > f["seq"]:
+        f["transition_seq"] = None
+    f["epochs"] = tuple(f.get("epochs") or ())
+    return tuple(sorted((k, v) for k, v in f.items()))
+
+
+def by_grade(findings: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for f in findings:
+        out[f["grade"]] = out.get(f["grade"], 0) + 1
+    return out
+
+
+def bench_size(args, events: int) -> Row:
+    args.dir.mkdir(parents=True, exist_ok=True)
+    log, meta = generate(args.dir, events, args.seed, args.workflows, args.disorder)
+    stem = args.dir / log.stem
+    say(f"{events:,} events, {meta['bytes'] / 1e9:.2f} GB, {meta['workflows']:,} workflow keys")
+
+    say("  (a) DuckDB read_json floor ...")
+    with open(f"{stem}.floor.out", "w") as out:
+        floor = measure([sys.executable, "-c", FLOOR, str(log), json.dumps(COLUMNS)], stdout=out)
+    rows = json.loads(Path(f"{stem}.floor.out").read_text())["rows"]
+    if floor.exit_code != 0 or rows != meta["events"]:
+        sys.exit(f"the floor query failed or read {rows} rows, expected {meta['events']}")
+
+    say("  (b) auditor audit ...")
+    audit_json = Path(f"{stem}.audit.json")
+    with open(f"{stem}.audit.txt", "w") as out:
+        audit = measure(auditor_command() + ["audit", str(log), "--json", str(audit_json)], stdout=out)
+    if audit.exit_code not in (0, 1):
+        sys.exit(f"auditor audit failed (exit {audit.exit_code}); see {stem}.audit.txt")
+
+    reference = None
+    if not args.no_reference:
+        say("  (c) pure-Python reference ...")
+        ref_json = Path(f"{stem}.reference.jsonl")
+        reference = measure([sys.executable, __file__, "--reference", str(log), "--out", str(ref_json)])
+        if reference.exit_code != 0:
+            sys.exit(f"the reference failed (exit {reference.exit_code})")
+
+    row = Row(events, meta["bytes"], meta["workflows"], meta["truth"], floor, audit, reference)
+    say("  comparing findings ...")
+    with open(audit_json, encoding="utf-8") as f:
+        batch = json.load(f)["findings"]
+    row.found = by_grade(batch)
+    if reference is not None:
+        with open(ref_json, encoding="utf-8") as f:
+            ref = [json.loads(line) for line in f]
+        row.reference_found = by_grade(ref)
+        a, c = Counter(map(finding_key, batch)), Counter(map(finding_key, ref))
+        row.same_findings = a == c
+        row.mismatches = sum(((a - c) + (c - a)).values())
+    if args.phases:
+        row.phases = phases(log)
+    if not args.keep:
+        audit_json.unlink(missing_ok=True)
+    return row
+
+
+def phases(log: Path) -> dict[str, float]:
+    """Stage timings of one in-process audit: a diagnostic run, never the measured one."""
+    say("  phases (diagnostic run) ...")
+    out = subprocess.run([sys.executable, __file__, "--phases-of", str(log)], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def run_phases(log: str) -> None:
+    marks: dict[str, float] = {}
+    t = time.perf_counter()
+
+    def mark(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        marks[name] = round(now - t, 3)
+        t = now
+
+    from auditor import analyze, ingest_paths
+    from auditor.detect import detect
+    from auditor.explain import incidents, workflows
+    from auditor.render.json import render_json
+    from auditor.store import Store
+    mark("import")
+    store = Store(None)
+    ingest_paths([log], store, "auto", None, idempotent=False)
+    mark("ingest")
+    det = detect(store)
+    mark("detect")
+    findings, _ = incidents(det)
+    workflows(det, findings)
+    mark("explain")
+    result = analyze(store)  # detect + explain again, to hand the renderer a whole result
+    mark("analyze")
+    render_json(result)
+    mark("render_json")
+    print(json.dumps(marks))
+
+
+def run_reference(log: str, out: str) -> None:
+    """(c): everything in plain Python, one ``json.loads`` per line."""
+    from auditor.detect.live import detect_events
+    from auditor.model import Event, Kind, Reporter, SinkResult
+
+    kinds, results, reporters = ({m.value: m for m in e} for e in (Kind, SinkResult, Reporter))
+    shared: dict[str, str] = {}
+    share = shared.setdefault  # one string per workflow key and worker, not one per line
+    loads = json.loads
+    events = []
+    with open(log, "rb") as f:
+        for line in f:
+            if line.isspace():
+                continue
+            d = loads(line)
+            get = d.get
+            events.append(Event(
+                seq=d["seq"], workflow_key=share(d["workflow_key"], d["workflow_key"]),
+                kind=kinds[d["kind"]], epoch=get("epoch"), worker=share(get("worker", "unknown"), get("worker", "unknown")),
+                effect_key=get("effect_key"), sink=get("sink"), sink_result=results.get(get("sink_result")),
+                reporter=reporters.get(get("reporter")), step_id=get("step_id"), ts=get("ts"),
+                event_id=get("event_id")))
+    events.sort(key=lambda e: (e.workflow_key, e.seq))
+    findings = detect_events(events)
+    with open(out, "w", encoding="utf-8") as f:
+        for finding in findings:
+            f.write(json.dumps(finding.to_dict(), ensure_ascii=False) + "\n")
+
+
+def cold_start(runs: int) -> float:
+    """Median wall time of auditing the 16-event seed fixture from a cold process."""
+    times = []
+    for _ in range(runs):
+        run = measure(auditor_command() + ["audit", str(SEED_FIXTURE)])
+        if run.exit_code != 1:
+            sys.exit(f"the seed audit exited {run.exit_code}, expected 1")
+        times.append(run.seconds)
+    return statistics.median(times)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal"))
+        mem_gb = f"{mem / 1024 / 1024:.0f} GB"
+    except (OSError, StopIteration):
+        mem_gb = "?"
+    import duckdb
+
+    return (f"{os.cpu_count()} cores ({cpu}), {mem_gb} RAM, Linux {platform.release()}, Python "
+            f"{platform.python_version()}, DuckDB {duckdb.__version__}")
+
+
+def table(rows: list[Row]) -> str:
+    head = ("| events | JSONL | (a) floor s | (b) audit s | (c) reference s | b/a | c/b | "
+            "peak RSS (b) | same findings | findings (b) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        c = f"{r.reference.seconds:.1f}" if r.reference else "-"
+        cb = f"{r.c_over_b:.1f}" if r.c_over_b else "-"
+        same = "-" if r.same_findings is None else "yes" if r.same_findings else f"NO ({r.mismatches} differ)"
+        lines.append(
+            f"| {r.events:,} | {r.bytes / 1e9:.2f} GB | {r.floor.seconds:.2f} | {r.audit.seconds:.2f} | {c} | "
+            f"{r.b_over_a:.2f} | {cb} | {r.audit.peak_rss_mb:,.0f} MB | {same} | {sum(r.found.values()):,} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--events", type=int, action="append", help="log size; repeat for several")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--workflows", type=int, default=None, help="spread runs over this many keys")
+    p.add_argument("--disorder", type=float, default=0.01, help="share of lines out of order")
+    p.add_argument("--dir", type=Path, default=Path("/tmp/bench"), help="where logs and outputs go")
+    p.add_argument("--no-reference", action="store_true", help="skip (c)")
+    p.add_argument("--phases", action="store_true", help="add a diagnostic run timing (b)'s stages")
+    p.add_argument("--cold-runs", type=int, default=5)
+    p.add_argument("--keep", action="store_true", help="keep the audit's JSON document")
+    p.add_argument("--save", type=Path, help="also write the measurements as JSON here")
+    p.add_argument("--reference", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--phases-of", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.reference:
+        return run_reference(args.reference, args.out)
+    if args.phases_of:
+        return run_phases(args.phases_of)
+
+    rows = [bench_size(args, n) for n in (args.events or [100_000])]
+    cold = cold_start(args.cold_runs)
+    print(f"machine: {machine()}")
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f}")
+    print(table(rows))
+    for r in rows:
+        print(f"{r.events:,}: (a) cpu {r.floor.cpu_seconds:.1f}s rss {r.floor.peak_rss_mb:,.0f} MB; "
+              f"(b) cpu {r.audit.cpu_seconds:.1f}s; (c) "
+              + (f"cpu {r.reference.cpu_seconds:.1f}s rss {r.reference.peak_rss_mb:,.0f} MB" if r.reference else "-"))
+        print(f"  findings (b) {r.found}")
+        if r.reference:
+            print(f"  findings (c) {r.reference_found}")
+        print(f"  generator truth {r.truth}")
+        if r.phases:
+            print(f"  phases of (b): {r.phases}")
+    print(f"cold start, seed audit (median of {args.cold_runs}): {cold:.2f} s")
+    if args.save:
+        args.save.write_text(json.dumps({"machine": machine(), "cold_start_s": cold,
+                                         "rows": [asdict(r) for r in rows]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
