@@ -211,5 +211,30 @@ def report(
     raise typer.Exit(code=result.exit_code)
 
 
+class Mode(str, Enum):
+    fenced = "fenced"
+    unfenced = "unfenced"
+    key_includes_epoch = "key-includes-epoch"
+
+
+@app.command()
+def simulate(
+    runs: int = typer.Option(200, "--runs", min=1, help="Workflow runs to simulate (one preemption each)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed writes the same log."),
+    mode: Mode = typer.Option(Mode.fenced, "--mode", help="The tool gateway under test."),
+    out: Path = typer.Option(..., "--out", help="Where to write the event log (.gz compresses)."),
+    expect_out: Optional[Path] = typer.Option(
+        None, "--expect-out", help="Also write the simulation's ground truth in the --expect format."),
+) -> None:
+    """Simulate preemptions against a tool gateway and write the log with its ground truth."""
+    from .simulate import SimulateError, run_cli
+
+    with errors():
+        try:
+            typer.echo(run_cli(runs, seed, mode.value, out, expect_out))
+        except SimulateError as e:
+            raise typer.BadParameter(str(e))
+
+
 def main() -> None:
     app(prog_name="auditor")

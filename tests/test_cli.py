@@ -104,3 +104,16 @@ def test_ingest_is_idempotent_and_report_rereads_the_store(tmp_path):
 def test_python_dash_m_and_help():
     p = run_cli("--help")
     assert p.returncode == 0 and b"audit" in p.stdout and b"report" in p.stdout
+
+
+def test_simulate_then_audit_passes_its_own_ground_truth(tmp_path):
+    log, truth = tmp_path / "sim.jsonl", tmp_path / "sim.expected.json"
+    p = run_cli("simulate", "--runs", "40", "--seed", "3", "--mode", "unfenced", "--out", str(log),
+                "--expect-out", str(truth))
+    assert p.returncode == 0, p.stderr
+    assert "injected interleavings: commit_before_checkpoint 10, slow_model_call 10, late_ack 10, " \
+           "late_checkpoint 10" in p.stdout.decode()
+    p = run_cli("audit", str(log), "--expect", str(truth))
+    assert p.returncode == 0 and b"PASS" in p.stdout
+    p = run_cli("simulate", "--mode", "sloppy", "--out", str(log))
+    assert p.returncode == 2 and b"sloppy" in p.stderr
