@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import logging
 import os
+import re
 import threading
 import time
 import weakref
@@ -29,12 +31,13 @@ from typing import Any
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.sampling import AlwaysRecordSampler, Decision, SamplingResult
 from opentelemetry.util._once import Once
 
 from .detect.live import LiveDetector
 from .model import Confidence, Event, Finding, Grade, Kind, Owner, Reporter, SinkResult
 
-__all__ = ["AuditSpanProcessor", "map_span", "span_records", "event_from_record", "MappingError",
+__all__ = ["AuditSpanProcessor", "AuditAllSampler", "map_span", "span_records", "event_from_record", "MappingError",
            "OWNERSHIP_ATTRIBUTES"]
 
 _logger = logging.getLogger(__name__)
@@ -171,23 +174,28 @@ _KINDS = {k.value: k for k in Kind}
 _SINK_RESULTS = {r.value: r for r in SinkResult}
 _REPORTERS = {r.value: r for r in Reporter}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_KIND_LIST = "lease_acquired, progress, effect_attempted, effect_committed, outcome_verified"
 _NEEDS_EFFECT_KEY = (Kind.EFFECT_ATTEMPTED, Kind.EFFECT_COMMITTED, Kind.OUTCOME_VERIFIED)
+
+
+def _shown(v: Any, width: int) -> str:
+    """A value as the store's reasons show it (JSON text of non-strings), cut to ``width``."""
+    return (v if isinstance(v, str) else json.dumps(v, default=str))[:width]
 
 
 def _as_int(rec: dict[str, Any], field: str) -> int | None:
     v = rec.get(field)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise MappingError(f'"{field}" is {str(v)[:40]!r}, expected an integer in int64 range')
-    if isinstance(v, str):
-        try:
-            v = int(v.strip())
-        except ValueError:
-            raise MappingError(f'"{field}" is "{v[:40]}", expected an integer in int64 range') from None
-    if not _INT64[0] <= v <= _INT64[1]:
-        raise MappingError(f'"{field}" is {v}, expected an integer in int64 range')
-    return v
+    n = None
+    if isinstance(v, int) and not isinstance(v, bool):
+        n = v
+    elif isinstance(v, str) and _INTEGER.fullmatch(v.strip()):
+        n = int(v.strip())
+    if n is None or not _INT64[0] <= n <= _INT64[1]:
+        raise MappingError(f'"{field}" is "{_shown(v, 40)}", expected an integer in int64 range')
+    return n
 
 
 def _as_str(rec: dict[str, Any], field: str) -> str | None:
@@ -202,13 +210,14 @@ def event_from_record(rec: dict[str, Any], seq: int | None = None) -> Event:
     """
     key = rec.get("workflow_key")
     if key is None or (isinstance(key, str) and not key.strip()):
-        raise MappingError('"workflow_key" is missing; add the unit that must have one effect owner')
-    raw_kind = str(rec.get("kind", "")).strip().lower()
-    raw_kind = raw_kind.rsplit(".", 1)[-1]
+        raise MappingError('"workflow_key" is missing; add the unit that must have one effect owner '
+                           "(or job_id / run_id)")
+    if rec.get("kind") is None:
+        raise MappingError('"kind" is missing; expected one of ' + _KIND_LIST)
+    raw_kind = _shown(rec["kind"], 1 << 10).strip().lower().rsplit(".", 1)[-1]
     kind = _KINDS.get(_KIND_ALIASES.get(raw_kind, raw_kind))
     if kind is None:
-        raise MappingError(f'"kind" is "{str(rec.get("kind"))[:60]}", expected one of '
-                           "lease_acquired, progress, effect_attempted, effect_committed, outcome_verified")
+        raise MappingError(f'"kind" is "{_shown(rec["kind"], 60)}", expected one of {_KIND_LIST}')
     s = _as_int(rec, "seq")
     epoch = _as_int(rec, "epoch")
     if epoch is not None and epoch < 0:
@@ -222,16 +231,18 @@ def event_from_record(rec: dict[str, Any], seq: int | None = None) -> Event:
     if raw_kind == "result_rejected":
         sink_result = SinkResult.REJECTED
     elif rec.get("sink_result") is not None:
-        sink_result = _SINK_RESULTS.get(str(rec["sink_result"]).strip().lower())
+        text = _shown(rec["sink_result"], 1 << 10).strip().lower()
+        sink_result = _SINK_RESULTS.get(text)
         if sink_result is None:
-            raise MappingError(f'"sink_result" is "{str(rec["sink_result"])[:40]}", expected accepted, rejected or unknown')
+            raise MappingError(f'"sink_result" is "{text[:40]}", expected accepted, rejected or unknown')
     if kind is not Kind.EFFECT_ATTEMPTED:
         sink_result = None
     reporter = None
     if rec.get("reporter") is not None:
-        reporter = _REPORTERS.get(str(rec["reporter"]).strip().lower())
+        text = _shown(rec["reporter"], 1 << 10).strip().lower()
+        reporter = _REPORTERS.get(text)
         if reporter is None:
-            raise MappingError(f'"reporter" is "{str(rec["reporter"])[:40]}", expected coordinator, sink, worker or verifier')
+            raise MappingError(f'"reporter" is "{text[:40]}", expected coordinator, sink, worker or verifier')
     if s is None:
         if seq is None:
             raise MappingError('"seq" is missing')
@@ -241,6 +252,28 @@ def event_from_record(rec: dict[str, Any], seq: int | None = None) -> Event:
                  sink=_as_str(rec, "sink"), sink_result=sink_result, reporter=reporter,
                  step_id=_as_str(rec, "step_id"), ts=rec.get("ts"), event_id=rec.get("event_id"),
                  attrs=rec.get("attrs") or None)
+
+
+# Sampling: audit every span, export only the sampled ones.
+
+class AuditAllSampler(AlwaysRecordSampler):
+    """The SDK's ``AlwaysRecordSampler`` that also keeps the attributes a span was started with.
+
+    Wrap your sampler to have every span reach span processors (this one audits it) while
+    exporters still get only the sampled ones. The SDK's built-in samplers return no attributes
+    with a DROP decision, so the plain ``AlwaysRecordSampler`` records such spans without the
+    ``ownership.*`` attributes passed to ``start_span``; this subclass puts them back.
+    """
+
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None,
+                      trace_state=None) -> SamplingResult:
+        result = self._root.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+        if result.decision is Decision.DROP:
+            return SamplingResult(Decision.RECORD_ONLY, attributes, result.trace_state)
+        return result
+
+    def get_description(self) -> str:
+        return f"AuditAllSampler{{{self._root.get_description()}}}"
 
 
 # The processor.
@@ -259,7 +292,7 @@ class AuditSpanProcessor(SpanProcessor):
     can run in between; a locked store is retried on the next cycle).
 
     Only spans that reach processors are seen: to audit spans your sampler drops, build the
-    provider with ``sampler=AlwaysRecordSampler(your_sampler)`` (exporters still only get sampled
+    provider with ``sampler=AuditAllSampler(your_sampler)`` (exporters still only get sampled
     spans). Live detection sees this process's spans only; for workers in several processes
     export spans to a Collector and audit its files (or give every process the same ``db``).
 
@@ -329,6 +362,7 @@ class AuditSpanProcessor(SpanProcessor):
     def _at_fork_reinit(self) -> None:
         # The child starts from a fresh detector: the parent keeps (and reports) its own state.
         self.detector = LiveDetector()
+        self.findings = []
         self._init_state()
 
     # Hooks called by the SDK, on application threads: O(1), no I/O, never raise.
