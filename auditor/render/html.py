@@ -434,7 +434,8 @@ def _owner(worker: str | None, epoch: int | None) -> str:
 
 
 def _short_owner(worker: str | None, epoch: int | None) -> str:
-    return "?" if epoch is None else f"{epoch} ({worker or 'unknown'})"
+    # A no-break space keeps "3 (worker-05)" on one line; the cell wraps at the arrow.
+    return "?" if epoch is None else f"{epoch}\u00a0({worker or 'unknown'})"
 
 
 def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref: str | None,
