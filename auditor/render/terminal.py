@@ -92,8 +92,10 @@ def _incident(inc: Incident) -> list[Text]:
         head.append(f", transition at seq {inc.transition_seq}")
     lines = [head, Text(f"    {clean(inc.witness)}")]
     window = f"seq {inc.window_first_seq}-{inc.window_last_seq}"
-    if inc.window_seconds is not None:
+    if inc.window_seconds is not None and inc.window_seconds >= 0:
         window += f", {inc.window_seconds:g}s after the transition"
+    elif inc.window_seconds is not None:  # buffered evidence: seq says after, the worker's clock before
+        window += f", ts {-inc.window_seconds:g}s earlier than the transition's ts"
     effects = "; ".join(f"{clean(e.effect_key)} {e.sink_outcome.value}, "
                         f"{'verified' if e.verified else 'unverified'}" for e in inc.effects)
     lines.append(Text(f"    window {window}; effects: {effects or 'none'}; confidence "
