@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 SQL = statements("store.sql")
+STAGE_BATCH_ROWS = 16_384
 
 #: attrs keys whose values may carry payload bodies, prompts or secrets: stored as a hash only.
 PAYLOAD_KEYS = frozenset({"payload", "prompt", "input", "output", "arguments", "result", "body",
@@ -66,6 +67,12 @@ def payload_hash(value: Any) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _payload_key(key: str) -> bool:
+    """``prompt``, and also the last part of a compound name: ``gen_ai.prompt``, ``tool_input``."""
+    key = key.lower()
+    return key in PAYLOAD_KEYS or key.replace("-", ".").replace("_", ".").rsplit(".", 1)[-1] in PAYLOAD_KEYS
+
+
 def redact(value: Any, keep_payloads: bool = False) -> Any:
     """Replace payload-like fields (at any depth) by their SHA-256, unless told to keep them."""
     if keep_payloads:
@@ -75,7 +82,7 @@ def redact(value: Any, keep_payloads: bool = False) -> Any:
         node = stack.pop()
         if isinstance(node, dict):
             for k, v in node.items():
-                if isinstance(k, str) and k.lower() in PAYLOAD_KEYS:
+                if isinstance(k, str) and _payload_key(k):
                     node[k] = payload_hash(v)
                 elif isinstance(v, (dict, list)):
                     stack.append(v)
@@ -113,6 +120,24 @@ def _attrs_udf(line: str, keep_payloads: bool) -> str | None:
     return json.dumps(attrs, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
+    """``_attrs_udf`` over one vector of values: one Python call per vector, not per line, and
+    each distinct value decoded once (the same few attrs repeat across a log)."""
+    import pyarrow as pa
+
+    seen: dict[tuple[str, bool], str | None] = {}
+    out = []
+    for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist()):
+        if line is None:
+            out.append(None)
+            continue
+        attrs = seen.get((line, keep), seen)
+        if attrs is seen:
+            attrs = seen[(line, keep)] = _attrs_udf(line, keep)
+        out.append(attrs)
+    return pa.array(out, pa.string())
+
+
 class Store:
     """A DuckDB database holding normalized events, quarantined lines and per-source accounting.
 
@@ -128,7 +153,8 @@ class Store:
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.create_function(
-            "auditor_attrs", _attrs_udf, ["VARCHAR", "BOOLEAN"], "VARCHAR", side_effects=False)
+            "auditor_attrs", _attrs_batch, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
+            side_effects=False, null_handling="special")
         if not read_only:
             self.con.execute(SQL["schema"])
 
@@ -179,6 +205,8 @@ class Store:
         """
         if self.already_ingested(digest):
             return SourceCounts(name, 0, 0, 0, 0, skipped=True)
+        import pyarrow as pa
+
         con = self.con
         con.execute("BEGIN TRANSACTION")
         try:
@@ -186,6 +214,9 @@ class Store:
                 "SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()
             con.execute(SQL["create_staging"])
             for raw_chunk in chunks:
+                # DuckDB scans one arrow batch per thread: smaller batches let every core work.
+                raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS),
+                                                  raw_chunk.schema)
                 con.register("raw_chunk", raw_chunk)
                 con.execute(SQL["stage"], [source_id, self.keep_payloads])
                 con.unregister("raw_chunk")

@@ -45,49 +45,96 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- staging table; a row with a reason is quarantined, a row without one is an event.
 -- $1 source_id, $2 keep_payloads.
 INSERT INTO staging
+-- Speed matters here (every line of every log passes once): each line is parsed once by
+-- json_transform on the fast path, a line that opens an object right away and whose keys are all
+-- canonical and non-null, plus at most "attrs". Every other line (aliases given as null, duplicate
+-- keys, other extra fields, leading whitespace) takes the slow path, json_extract_string and
+-- json_type per field, whose answers the fast path reproduces exactly.
 WITH decoded AS (
-    SELECT line, pos, bad AS given_bad, ltrim(trim(try(decode(raw)), E' \t\r\n'), chr(65279)) AS s
-    FROM raw_chunk
+    -- trim scans the whole line, so only lines that do not open an object right away pay for it;
+    -- JSON allows the whitespace (and the newline) the others keep.
+    SELECT line, pos, given_bad,
+           CASE WHEN starts_with(u, '{') THEN u ELSE ltrim(trim(u, E' \t\r\n'), chr(65279)) END AS s
+    FROM (SELECT line, pos, bad AS given_bad, try(decode(raw)) AS u FROM raw_chunk)
 ), parsed AS (
-    SELECT line, pos, s,
-           CASE WHEN given_bad IS NOT NULL THEN given_bad
-                WHEN s IS NULL THEN 'line is not valid UTF-8; re-encode the file as UTF-8'
-                WHEN NOT json_valid(s) THEN 'line is not valid JSON; write one JSON object per line'
-                WHEN json_type(s) <> 'OBJECT' THEN 'line is JSON but not an object; write one JSON object per line'
-           END AS bad
+    -- Fields as text, like json_extract_string (strings unescaped, anything else as JSON), the
+    -- key aliases as JSON to keep their type; NULL when the line is not valid JSON.
+    SELECT line, pos, s, given_bad,
+           CASE WHEN given_bad IS NULL THEN try(json_transform(s, '{
+               "seq": "VARCHAR", "workflow_key": "JSON", "job": "JSON", "job_id": "JSON",
+               "run_id": "JSON", "kind": "VARCHAR", "event": "VARCHAR", "epoch": "VARCHAR",
+               "token": "VARCHAR", "fencing_token": "VARCHAR", "owner_epoch": "VARCHAR",
+               "lease_epoch": "VARCHAR", "worker": "VARCHAR", "effect_key": "VARCHAR",
+               "idempotency_key": "VARCHAR", "sink": "VARCHAR", "sink_result": "VARCHAR",
+               "reporter": "VARCHAR", "step_id": "VARCHAR", "ts": "VARCHAR", "event_id": "VARCHAR",
+               "attrs": "JSON"}')) END AS j
     FROM decoded
     WHERE s IS NULL OR s <> '' OR given_bad IS NOT NULL
+), checked AS (
+    SELECT line, pos, s, j, coalesce(j.workflow_key, j.job, j.job_id, j.run_id) AS key_j,
+           CASE WHEN given_bad IS NOT NULL THEN given_bad
+                WHEN s IS NULL THEN 'line is not valid UTF-8; re-encode the file as UTF-8'
+                WHEN j IS NOT NULL AND starts_with(s, '{') THEN NULL
+                WHEN NOT json_valid(s) THEN 'line is not valid JSON; write one JSON object per line'
+                WHEN json_type(s) <> 'OBJECT' THEN 'line is JSON but not an object; write one JSON object per line'
+           END AS bad,
+           (j.seq IS NOT NULL)::INT + (j.workflow_key IS NOT NULL)::INT + (j.job IS NOT NULL)::INT
+             + (j.job_id IS NOT NULL)::INT + (j.run_id IS NOT NULL)::INT + (j.kind IS NOT NULL)::INT
+             + (j.event IS NOT NULL)::INT + (j.epoch IS NOT NULL)::INT + (j.token IS NOT NULL)::INT
+             + (j.fencing_token IS NOT NULL)::INT + (j.owner_epoch IS NOT NULL)::INT
+             + (j.lease_epoch IS NOT NULL)::INT + (j.worker IS NOT NULL)::INT
+             + (j.effect_key IS NOT NULL)::INT + (j.idempotency_key IS NOT NULL)::INT
+             + (j.sink IS NOT NULL)::INT + (j.sink_result IS NOT NULL)::INT
+             + (j.reporter IS NOT NULL)::INT + (j.step_id IS NOT NULL)::INT + (j.ts IS NOT NULL)::INT
+             + (j.event_id IS NOT NULL)::INT AS canonical
+    FROM parsed
 ), fields AS (
-    SELECT line, pos, s, bad,
-           CASE WHEN bad IS NULL THEN json_extract_string(s, [
+    -- attrs: the "attrs" object plus every non-canonical field, from Python (payload hashing).
+    -- On the fast path it depends on the "attrs" value alone, which is all the UDF is handed.
+    SELECT *,
+           CASE WHEN NOT fast AND bad IS NULL THEN json_extract_string(s, [
                '$.seq', '$.workflow_key', '$.job', '$.job_id', '$.run_id',
                '$.kind', '$.event',
                '$.epoch', '$.token', '$.fencing_token', '$.owner_epoch', '$.lease_epoch',
                '$.worker', '$.effect_key', '$.idempotency_key', '$.sink', '$.sink_result',
                '$.reporter', '$.step_id', '$.ts', '$.event_id']) END AS v,
-           CASE WHEN bad IS NULL THEN json_type(s, [
+           CASE WHEN NOT fast AND bad IS NULL THEN json_type(s, [
                '$.seq', '$.epoch', '$.token', '$.fencing_token', '$.owner_epoch', '$.lease_epoch',
-               '$.workflow_key', '$.job', '$.job_id', '$.run_id', '$.kind', '$.event']) END AS t,
-           CASE WHEN bad IS NULL
-                 AND len(list_filter(json_keys(s), lambda k: k NOT IN (
+               '$.workflow_key', '$.job', '$.job_id', '$.run_id']) END AS t,
+           CASE WHEN bad IS NOT NULL OR keys = canonical THEN NULL
+                WHEN fast THEN '{"attrs":' || j.attrs || '}'
+                WHEN len(list_filter(json_keys(s), lambda k: k NOT IN (
                      'seq', 'workflow_key', 'job', 'job_id', 'run_id', 'kind', 'event', 'epoch',
                      'token', 'fencing_token', 'owner_epoch', 'lease_epoch', 'worker', 'effect_key',
                      'idempotency_key', 'sink', 'sink_result', 'reporter', 'step_id', 'ts',
-                     'event_id'))) > 0
-                THEN auditor_attrs(s, $2) END AS attrs
-    FROM parsed
+                     'event_id'))) > 0 THEN s
+           END AS extra
+    FROM (SELECT *, coalesce(keys = canonical OR (keys = canonical + 1 AND j.attrs IS NOT NULL),
+                             false) AS fast
+          FROM (SELECT *, CASE WHEN bad IS NULL AND starts_with(s, '{') THEN len(json_keys(s)) END AS keys
+                FROM checked))
 ), picked AS (
-    SELECT line, pos, bad, attrs,
-           v[1] AS seq_s, t[1] AS seq_t,
-           coalesce(v[2], v[3], v[4], v[5]) AS workflow_key,
-           coalesce(t[7], t[8], t[9], t[10]) AS key_t,
-           coalesce(v[6], v[7]) AS kind_s,
-           coalesce(v[8], v[9], v[10], v[11], v[12]) AS epoch_s,
-           coalesce(t[2], t[3], t[4], t[5], t[6]) AS epoch_t,
-           coalesce(v[13], 'unknown') AS worker,
-           coalesce(v[14], v[15]) AS effect_key,
-           v[16] AS sink, lower(trim(v[17])) AS sink_result_s, lower(trim(v[18])) AS reporter,
-           v[19] AS step_id, v[20] AS ts, v[21] AS event_id
+    -- On the fast path no field is null, so the type checks of seq and epoch reduce to the
+    -- integer pattern below, and the first non-null key alias is the first present one.
+    SELECT line, pos, bad, CASE WHEN extra IS NOT NULL THEN auditor_attrs(extra, $2) END AS attrs,
+           CASE WHEN fast THEN j.seq ELSE v[1] END AS seq_s,
+           CASE WHEN fast THEN 'VARCHAR' ELSE t[1] END AS seq_t,
+           CASE WHEN fast THEN json_extract_string(key_j, '$')
+                ELSE coalesce(v[2], v[3], v[4], v[5]) END AS workflow_key,
+           CASE WHEN fast THEN json_type(key_j) ELSE coalesce(t[7], t[8], t[9], t[10]) END AS key_t,
+           CASE WHEN fast THEN coalesce(j.kind, j.event) ELSE coalesce(v[6], v[7]) END AS kind_s,
+           CASE WHEN fast THEN coalesce(j.epoch, j.token, j.fencing_token, j.owner_epoch, j.lease_epoch)
+                ELSE coalesce(v[8], v[9], v[10], v[11], v[12]) END AS epoch_s,
+           CASE WHEN fast THEN 'VARCHAR' ELSE coalesce(t[2], t[3], t[4], t[5], t[6]) END AS epoch_t,
+           coalesce(CASE WHEN fast THEN j.worker ELSE v[13] END, 'unknown') AS worker,
+           CASE WHEN fast THEN coalesce(j.effect_key, j.idempotency_key)
+                ELSE coalesce(v[14], v[15]) END AS effect_key,
+           CASE WHEN fast THEN j.sink ELSE v[16] END AS sink,
+           lower(trim(CASE WHEN fast THEN j.sink_result ELSE v[17] END)) AS sink_result_s,
+           lower(trim(CASE WHEN fast THEN j.reporter ELSE v[18] END)) AS reporter,
+           CASE WHEN fast THEN j.step_id ELSE v[19] END AS step_id,
+           CASE WHEN fast THEN j.ts ELSE v[20] END AS ts,
+           CASE WHEN fast THEN j.event_id ELSE v[21] END AS event_id
     FROM fields
 ), kinds AS (
     SELECT *,
