@@ -51,7 +51,10 @@ WAIT = typer.Option(0.0, "--wait", help="Seconds to wait for another process hol
 
 
 def fail(message: str) -> typer.Exit:
-    typer.echo(f"Error: {message}", err=True)
+    from .render.terminal import clean
+
+    # Messages quote the input (a kind, a file name): an escape sequence in it must not reach the terminal.
+    typer.echo(f"Error: {clean(message)}", err=True)
     return typer.Exit(code=2)
 
 
@@ -117,8 +120,13 @@ def emit(result, json_out: Optional[str], html_out: Optional[Path]) -> None:
 
 def compare_expected(result, expect: Path) -> bool:
     """Print PASS when the findings equal the expected (grade, workflow_key, seq) set, else FAIL."""
+    from .render.terminal import clean
+
     try:
         wanted = {tuple(x) for x in json.loads(expect.read_text())["findings"]}
+        if not all(len(t) == 3 and isinstance(t[0], str) and isinstance(t[1], str)
+                   and isinstance(t[2], int) for t in wanted):
+            raise ValueError("each finding is [grade, workflow_key, seq]")
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise fail(f"{expect}: cannot read the expected findings ({e}); expected "
                    '{"findings": [["stale_activity", "workflow/key", 6], ...]}')
@@ -129,9 +137,9 @@ def compare_expected(result, expect: Path) -> bool:
         return True
     print("FAIL: findings differ from " + str(expect), file=out)
     for g, k, s in sorted(wanted - found, key=lambda t: (t[1], t[2], t[0])):
-        print(f"  missing:    {g} {k} seq {s}", file=out)
+        print(f"  missing:    {clean(g)} {clean(k)} seq {clean(s)}", file=out)
     for g, k, s in sorted(found - wanted, key=lambda t: (t[1], t[2], t[0])):
-        print(f"  unexpected: {g} {k} seq {s}", file=out)
+        print(f"  unexpected: {clean(g)} {clean(k)} seq {clean(s)}", file=out)
     return False
 
 
