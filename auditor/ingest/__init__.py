@@ -9,13 +9,13 @@ same SQL normalizer in ``store.sql``.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import os
 import shutil
 import sys
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,14 @@ class InputError(Exception):
     """An input path cannot be read at all (missing, unreadable, unknown format, corrupt archive)."""
 
 
+class DamagedStream(InputError):
+    """A gzip or zstd stream is cut short (``truncated``) or corrupt; the bytes before it were read."""
+
+    def __init__(self, message: str, truncated: bool) -> None:
+        super().__init__(message)
+        self.truncated = truncated
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """One input: a file, or standard input spooled to a temporary file."""
@@ -59,15 +67,51 @@ def discover(paths: Iterable[str | os.PathLike]) -> list[Source]:
             continue
         path = Path(p)
         if path.is_dir():
-            found = sorted(f for f in path.rglob("*") if f.is_file() and _supported(f))
+            found = sorted(f for f in _below(path) if _supported(f))
+            for f in found:
+                _check_readable(f, path)
             out.extend(Source(str(f), f, f.stat().st_size) for f in found)
         elif path.is_file():
+            _check_readable(path)
             out.append(Source(str(path), path, path.stat().st_size))
         elif path.exists():
             raise InputError(f"{path}: not a regular file or directory")
         else:
             raise InputError(f"{path}: no such file or directory; check the path")
     return out
+
+
+def _below(top: Path) -> list[Path]:
+    """Every file below ``top``, links to files included.
+
+    An unreadable directory or a link to nothing is an error rather than a silent skip: the
+    evidence an operator pointed at must be read in full, or the audit says what it could not read.
+    """
+    def refuse(e: OSError) -> None:
+        raise InputError(f"{e.filename}: cannot list this directory ({e.strerror}); check its "
+                         f"permissions, or move it out of {top}")
+
+    out = []
+    for root, _dirs, files in os.walk(top, onerror=refuse):  # links to directories not followed, as rglob
+        for name in files:
+            f = Path(root, name)
+            if f.is_file():
+                out.append(f)
+            elif f.is_symlink() and not f.exists() and _supported(f):
+                raise InputError(f"{f}: broken symbolic link (its target {os.readlink(f)} is missing); "
+                                 f"restore the target, or remove the link from {top}")
+    return out
+
+
+def _check_readable(path: Path, within: Path | None = None) -> None:
+    """Fail before anything is ingested when a file cannot be opened (permissions, mostly)."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        where = f", or move it out of {within}" if within is not None else ""
+        raise InputError(f"{path}: cannot read this file ({e.strerror or e}); check its "
+                         f"permissions{where}") from e
 
 
 def _supported(path: Path) -> bool:
@@ -95,15 +139,103 @@ def compression_of(path: Path) -> str | None:
 
 
 def open_bytes(path: Path) -> IO[bytes]:
-    """A binary stream of the file's content, decompressed when it is gzip or zstd."""
+    """A binary stream of the file's content, decompressed when it is gzip or zstd.
+
+    A compressed stream hands out every byte it can decode; at a cut or a corruption, the read
+    after the last good byte raises ``DamagedStream``.
+    """
     kind = compression_of(path)
-    if kind == "gzip":
-        return gzip.open(path, "rb")
-    if kind == "zstd":
+    if kind is None:
+        return open(path, "rb")
+    return _Decompressed(path, kind)
+
+
+class _Decompressed(io.RawIOBase):
+    """gzip or zstd content, member after member (frame after frame), that reports damage late.
+
+    ``gzip.open`` drops the block it was decoding when the file is cut short, and zstandard's
+    stream reader ends a truncated frame silently: a log copied off a crashed host is exactly
+    such a file, and the lines before the cut are evidence. Output per call is bounded (gzip by
+    ``max_length``, zstd by feeding small pieces) so a highly compressed file does not balloon.
+    """
+
+    def __init__(self, path: Path, kind: str) -> None:
+        self._f = open(path, "rb")
+        self._kind = kind
+        self._step = (1 << 20) if kind == "gzip" else (16 << 10)
+        self._d = self._decoder()
+        self._errors: tuple[type[Exception], ...] = (zlib.error,)
+        if kind == "zstd":
+            import zstandard
+
+            self._errors = (zstandard.ZstdError,)
+        self._fed = False   # the current member/frame has consumed input and not yet ended
+        self._in = b""      # compressed bytes not yet consumed
+        self._out = bytearray()
+        self._end = False
+        self._damage: tuple[str, bool] | None = None  # message, truncated
+
+    def _decoder(self):
+        if self._kind == "gzip":
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)
-    return open(path, "rb")
+        return zstandard.ZstdDecompressor().decompressobj()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = -1 if size is None else size
+        while (want < 0 or len(self._out) < want) and not self._end:
+            self._decode_some()
+        take = len(self._out) if want < 0 else min(want, len(self._out))
+        if take:
+            with memoryview(self._out) as view:
+                chunk = bytes(view[:take])
+            del self._out[:take]
+            return chunk
+        if self._damage is not None:
+            raise DamagedStream(*self._damage)
+        return b""
+
+    def readinto(self, buffer) -> int:
+        chunk = self.read(len(buffer))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
+
+    def _decode_some(self) -> None:
+        if not self._in:
+            self._in = self._f.read(self._step)
+            if not self._in:
+                self._end = True
+                if self._fed:
+                    self._damage = (f"the {self._kind} stream is cut short (the file is truncated)", True)
+                return
+        if self._kind == "gzip" and not self._fed:
+            self._in = self._in.lstrip(b"\0")  # zero padding after a member, as gzip allows
+            if not self._in:
+                return
+        try:
+            if self._kind == "gzip":
+                out = self._d.decompress(self._in, 4 << 20)
+                rest = self._d.unconsumed_tail
+            else:
+                out, rest = self._d.decompress(self._in), b""
+        except self._errors as e:
+            self._end, self._in = True, b""
+            self._damage = (f"the {self._kind} stream is corrupt ({e})", False)
+            return
+        self._out += out
+        self._fed = True
+        if self._d.eof:  # a member or frame ended: the next one (if any) starts in unused_data
+            rest = self._d.unused_data + rest
+            self._d, self._fed = self._decoder(), False
+        self._in = rest
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
 
 
 def detect_format(source: Source) -> str:
@@ -115,6 +247,8 @@ def detect_format(source: Source) -> str:
     try:
         with open_bytes(source.path) as f:
             head = f.read(64 << 10)
+    except DamagedStream:
+        head = b""  # damaged from the first byte: the reader reports it as line 1
     except (OSError, EOFError) as e:
         raise InputError(f"{source.name}: cannot read: {e}") from e
     if head[:4] == b"PAR1":
@@ -150,7 +284,13 @@ def read_source(store: Store, source: Source, fmt: str = "auto",
         chunks = otlp_chunks(source, progress)
     else:
         raise InputError(f"{source.name}: unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-    return store.ingest(source.name, fmt, chunks, digest)
+    try:
+        return store.ingest(source.name, fmt, chunks, digest)
+    except _ReadCarefully:  # the transaction was rolled back; nothing of the first try remains
+        return store.ingest(source.name, fmt, careful_csv_chunks(store, source, progress), digest)
+    except DamagedStream as e:  # OTLP reads whole lines itself: a damaged stream fails the file
+        raise InputError(f"{source.name}: {e}; nothing from this file was used; re-copy or "
+                         "re-export the file") from e
 
 
 def jsonl_chunks(source: Source, progress: Progress | None = None,
@@ -166,6 +306,13 @@ def jsonl_chunks(source: Source, progress: Progress | None = None,
         while True:
             try:
                 block = f.read(chunk_bytes)
+            except DamagedStream as e:
+                if not e.truncated:
+                    raise _corrupt(source, first_line, e) from e
+                # A cut: the lines before it are kept; the cut line and everything after it
+                # count as one quarantined line, so the accounting still adds up.
+                yield damage_table(first_line, str(e))
+                return
             except (OSError, EOFError) as e:
                 raise InputError(
                     f"{source.name}: line {first_line}: the compressed stream is damaged ({e}); "
@@ -187,6 +334,23 @@ def jsonl_chunks(source: Source, progress: Progress | None = None,
             yield table
             if progress is not None and compressed:
                 progress(0)
+
+
+def _corrupt(source: Source, line: int, e: DamagedStream) -> InputError:
+    # Unlike a cut, corruption is found late (a checksum at the end of a member or frame): the
+    # lines already decoded may be wrong too, so none of them is trusted as evidence.
+    return InputError(f"{source.name}: line {line}: {e}; nothing from this file was used; re-copy "
+                      "or re-export the file")
+
+
+def damage_table(line: int, what: str) -> "pa.Table":
+    """One quarantined line standing for a damaged compressed stream from ``line`` on."""
+    import pyarrow as pa
+
+    reason = (f"{what}: this line and everything after it are lost, the lines before it are "
+              "kept; re-copy or re-export the file")
+    return pa.table({"line": pa.array([line], pa.int64()), "pos": pa.array([line], pa.int64()),
+                     "raw": pa.array([b""], pa.large_binary()), "bad": pa.array([reason], pa.string())})
 
 
 def _lines_table(np, pa, data: bytes, first_line: int) -> "pa.Table":
@@ -211,10 +375,11 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
     import pyarrow as pa
 
     if fmt == "csv":
-        reader = ("read_csv(?, all_varchar = true, header = true, null_padding = true, "
-                  "strict_mode = false, compression = ?)")
+        reader = f"read_csv(?, {_CSV_OPTIONS}, compression = ?)"
         params = [str(source.path), compression_of(source.path) or "none"]
         first = 2
+        if params[1] != "none" and not _intact(source.path):
+            raise _ReadCarefully()  # DuckDB would stop silently at the cut of a zstd frame
     else:
         reader = "read_parquet(?)"
         params = [str(source.path)]
@@ -230,12 +395,118 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
             yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
                             "bad": pa.nulls(n, pa.string())})
             line += n
-    except duckdb.Error as e:
-        raise InputError(f"{source.name}: cannot read as {fmt}: {_first_line(e)}") from e
+    except (duckdb.Error, OSError) as e:  # arrow's batch reader re-raises DuckDB's errors as OSError
+        if fmt == "csv":
+            raise _ReadCarefully() from e
+        raise InputError(f"{source.name}: cannot read as {fmt}: {_first_line(e)}; check that it is "
+                         f"a {fmt} file (--format), or re-export it") from e
     finally:
         cur.close()
     if progress is not None:
         progress(source.size)
+
+
+_CSV_OPTIONS = "all_varchar = true, header = true, null_padding = true, strict_mode = false"
+
+#: What DuckDB's CSV reader calls a refused line, in the words of the quarantine.
+_CSV_REJECTS = {
+    "INVALID ENCODING": "line is not valid UTF-8; re-encode the file as UTF-8",
+    "TOO MANY COLUMNS": "line has more cells than the header; quote cells holding the delimiter",
+    "UNQUOTED VALUE": "line has a quote inside an unquoted cell; quote the cell and double the quote",
+    "LINE SIZE OVER MAXIMUM": "line is longer than the CSV reader's limit; write such events as JSON lines",
+}
+
+
+class _ReadCarefully(Exception):
+    """DuckDB's strict CSV reader refused the file; read it again line by line (see careful_csv_chunks)."""
+
+
+def _intact(path: Path) -> bool:
+    """Whether a compressed file decompresses to its end (one pass, nothing kept)."""
+    try:
+        with open_bytes(path) as f:
+            while f.read(CHUNK_BYTES):
+                pass
+    except DamagedStream:
+        return False
+    return True
+
+
+def careful_csv_chunks(store: Store, source: Source, progress: Progress | None = None,
+                       batch_rows: int = 200_000) -> Iterator["pa.Table"]:
+    """CSV rows when the strict reader refused the file: each refused line is quarantined.
+
+    The slow path, taken only for a damaged file: a compressed file is first decompressed up to
+    any damage into a temporary file (the damage becomes one quarantined line); then DuckDB
+    reads it once to list the lines it refuses (``store_rejects``) and once more to hand over the
+    rest. Rows are numbered around the refused lines, one row per line, as on the fast path.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    path, damage, spool = source.path, None, None
+    if compression_of(source.path) is not None:
+        spool, damage = _spool_decompressed(source)
+        path = spool
+    cur = store.con.cursor()
+    try:
+        reader = f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, max_line_size = {64 << 20}"
+        [(good,)] = cur.execute(  # fetchall: the rejects table exists once the result is drained
+            f"SELECT count(to_json(t)) FROM {reader}, store_rejects = true, "
+            "rejects_table = 'auditor_rejects', rejects_scan = 'auditor_scans') t",
+            [str(path)]).fetchall()
+        refused = cur.execute(
+            "SELECT line, min(error_type) FROM auditor_rejects GROUP BY line ORDER BY line").fetchall()
+        numbers = np.setdiff1d(np.arange(2, 2 + good + len(refused), dtype=np.int64),
+                               np.array([r[0] for r in refused], np.int64))
+        done = 0
+        for batch in cur.sql(f"SELECT to_json(t)::BLOB AS raw FROM {reader}) t",
+                             params=[str(path)]).to_arrow_reader(batch_rows):
+            lines = pa.array(numbers[done:done + batch.num_rows])
+            done += batch.num_rows
+            yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
+                            "bad": pa.nulls(batch.num_rows, pa.string())})
+    except (duckdb.Error, OSError) as e:
+        raise InputError(f"{source.name}: cannot read as csv: {_first_line(e)}; fix the file or "
+                         "re-export it") from e
+    finally:
+        cur.close()
+        if spool is not None:
+            spool.unlink()
+    if refused:
+        lines = pa.array([r[0] for r in refused], pa.int64())
+        reasons = [_CSV_REJECTS.get(r[1], f"line cannot be read as CSV ({str(r[1]).lower()}); "
+                                    "fix the line or re-export the file") for r in refused]
+        yield pa.table({"line": lines, "pos": lines, "raw": pa.array([b""] * len(refused), pa.large_binary()),
+                        "bad": pa.array(reasons, pa.string())})
+    if damage is not None:
+        yield damage_table(*damage)
+    if progress is not None:
+        progress(source.size)
+
+
+def _spool_decompressed(source: Source) -> tuple[Path, tuple[int, str] | None]:
+    """Decompress into a temporary file up to any damage; the damage as ``(line, what)``."""
+    tmp = tempfile.NamedTemporaryFile(prefix="auditor-csv-", suffix=".csv", delete=False)
+    damage, lines, keep = None, 0, 0
+    with tmp, open_bytes(source.path) as f:
+        while True:
+            try:
+                block = f.read(CHUNK_BYTES)
+            except DamagedStream as e:
+                if not e.truncated:
+                    Path(tmp.name).unlink()
+                    raise _corrupt(source, lines + 1, e) from e
+                tmp.truncate(keep)  # the cut line goes, with everything after it
+                damage = (lines + 1, str(e))
+                break
+            if not block:
+                break
+            tmp.write(block)
+            if (nl := block.rfind(b"\n")) >= 0:
+                lines += block.count(b"\n")
+                keep = tmp.tell() - len(block) + nl + 1
+    return Path(tmp.name), damage
 
 
 def _first_line(e: Exception) -> str:
