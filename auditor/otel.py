@@ -16,6 +16,7 @@ guarded: nothing the processor does can raise into, block, or hide an exception 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import json
@@ -34,10 +35,10 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.sampling import AlwaysRecordSampler, Decision, SamplingResult
 from opentelemetry.util._once import Once
 
-from .detect.live import LiveDetector
+from .detect.live import LiveDetector, LiveEvent
 from .model import Confidence, Event, Finding, Grade, Kind, Owner, Reporter, SinkResult
 
-__all__ = ["AuditSpanProcessor", "AuditAllSampler", "map_span", "span_records", "event_from_record", "MappingError",
+__all__ = ["AuditSpanProcessor", "AuditAllSampler", "map_span", "span_records", "span_events", "event_from_record", "MappingError",
            "OWNERSHIP_ATTRIBUTES"]
 
 _logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ OWNERSHIP_ATTRIBUTES: dict[str, str] = {
     "ownership.reporter": "reporter",
     "ownership.step_id": "step_id",
 }
+_FIELDS = tuple(OWNERSHIP_ATTRIBUTES.values())
 _EVENT_ATTR = "ownership.event"
 _TOOL_CALL_ID = "gen_ai.tool.call.id"  # kept in attrs, never an effect key: providers regenerate it
 
@@ -134,30 +136,153 @@ def _kind_name(v: Any) -> Any:
     return v[len(PREFIX):] if isinstance(v, str) and v.startswith(PREFIX) else v
 
 
+_last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
+
+
 def rfc3339(ns: int) -> str:
     """Nanoseconds since the epoch as RFC 3339 UTC, to the microsecond (what DuckDB parses)."""
     secs, rest = divmod(int(ns), 1_000_000_000)
+    cache = _last_second
+    if cache[0] == secs:
+        head = cache[1]
+    else:
+        head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+        cache[0], cache[1] = secs, head
     micros = rest // 1000
-    head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
     return f"{head}.{micros:06d}Z" if micros else head + "Z"
 
 
+def _plain(mapping: Any) -> Mapping[str, Any]:
+    """The dict inside the SDK's ``BoundedAttributes`` (its mapping methods take Python-level
+    calls per key); any other mapping as it is."""
+    if mapping is None:
+        return {}
+    inner = getattr(mapping, "_dict", None)
+    return inner if isinstance(inner, dict) else mapping
+
+
+def _dropped(mapping: Any) -> int:
+    return getattr(mapping, "dropped", 0) or 0
+
+
 def span_records(span: ReadableSpan) -> list[dict[str, Any]]:
-    """``map_span`` for an SDK span."""
+    """``map_span`` for an SDK span.
+
+    Reads the SDK's containers directly where it can (``_attributes``, ``_events``, as the
+    SDK's own exporters do through ``ReadableSpan``'s properties, minus the copies) because this
+    runs once per audited span.
+    """
     ctx = span.context
     trace_id = format(ctx.trace_id, "032x") if ctx is not None else "0" * 32
     span_id = format(ctx.span_id, "016x") if ctx is not None else "0" * 16
-    events = [(ev.name, ev.timestamp, ev.attributes or {}, getattr(ev, "dropped_attributes", 0))
-              for ev in span.events]
-    capped = bool(span.dropped_attributes or span.dropped_events)
-    return map_span(trace_id, span_id, span.name, span.start_time, span.attributes or {}, events,
-                    span.resource.attributes if span.resource is not None else {}, capped)
+    raw_attrs = getattr(span, "_attributes", None)
+    raw_events = getattr(span, "_events", None)
+    if raw_events is None:
+        raw_events = span.events
+    events = [(ev.name, ev.timestamp, _plain(getattr(ev, "_attributes", None)),
+               _dropped(getattr(ev, "_attributes", None))) for ev in raw_events]
+    capped = bool(_dropped(raw_attrs) or getattr(raw_events, "dropped", 0))
+    resource = span.resource
+    return map_span(trace_id, span_id, span.name, span.start_time, _plain(raw_attrs), events,
+                    _plain(resource.attributes) if resource is not None else {}, capped)
 
 
 def _has_ownership(span: ReadableSpan) -> bool:
-    if _EVENT_ATTR in span.attributes:
+    if _EVENT_ATTR in _plain(getattr(span, "_attributes", None)):
         return True
-    return any(ev.name.startswith(PREFIX) for ev in span.events)
+    raw_events = getattr(span, "_events", None)
+    if raw_events is None:
+        raw_events = span.events
+    for ev in raw_events:
+        if ev.name.startswith(PREFIX):
+            return True
+    return False
+
+
+def span_events(span: ReadableSpan) -> list[LiveEvent] | None:
+    """The live path's shortcut: ``[event_from_record(r) for r in span_records(span)]`` without
+    building the records, as ``LiveEvent`` tuples; None when one of them needs
+    ``event_from_record``'s checks (an alias, a string integer, a missing field...).
+
+    Same fields and values (pinned by tests/test_otel.py), except ``attrs``, which is only
+    ``{"otel.capped": True}`` for capped spans: live detection reads nothing else from it.
+    """
+    try:
+        raw_attrs, raw_events, ctx = span._attributes, span._events, span._context
+    except AttributeError:
+        return None
+    fields = OWNERSHIP_ATTRIBUTES
+    attrs = _plain(raw_attrs)
+    base = {fields[k]: v for k, v in attrs.items() if k in fields}
+    if "worker" not in base:
+        resource = span._resource
+        if resource is not None:
+            worker = _plain(resource.attributes).get("service.instance.id")
+            if worker is not None:
+                base["worker"] = worker
+    capped = bool(_dropped(raw_attrs) or getattr(raw_events, "dropped", 0))
+    prefix = (f"otel:{ctx.trace_id:032x}:{ctx.span_id:016x}:" if ctx is not None
+              else f"otel:{'0' * 32}:{'0' * 16}:")
+    out: list[LiveEvent] = []
+    span_kind = attrs.get(_EVENT_ATTR)
+    if span_kind is not None:
+        start = span._start_time
+        e = _typed_event(base, _kind_name(span_kind), None if start is None else rfc3339(start),
+                         prefix + "span", capped)
+        if e is None:
+            return None
+        out.append(e)
+    for i, ev in enumerate(getattr(raw_events, "_dq", raw_events)):  # BoundedList copies to iterate
+        name = ev.name
+        if not name.startswith(PREFIX):
+            continue
+        ev_raw = getattr(ev, "_attributes", None)
+        f = base
+        if ev_raw:
+            own = {fields[k]: v for k, v in _plain(ev_raw).items() if k in fields}
+            if own:
+                f = {**base, **own}
+        ts = ev.timestamp
+        e = _typed_event(f, name[10:], None if ts is None else rfc3339(ts), prefix + str(i),
+                         capped or bool(_dropped(ev_raw)))
+        if e is None:
+            return None
+        out.append(e)
+    return out
+
+
+_CAPPED = {"otel.capped": True}
+_MAX = (1 << 63) - 1
+_MIN = -(1 << 63)
+
+
+def _typed_event(f: dict[str, Any], kind_name: Any, ts: str | None, event_id: str, capped: bool) -> LiveEvent | None:
+    """``event_from_record``'s fast path over the mapped fields ``f``; None when it does not apply."""
+    kind = _KINDS.get(kind_name) if type(kind_name) is str else None
+    get = f.get
+    key, s, epoch = get("workflow_key"), get("seq"), get("epoch")
+    if (kind is None or type(key) is not str or type(s) is not int or type(epoch) is not int
+            or epoch < 0 or epoch > _MAX or s < _MIN or s > _MAX or not key.strip()):
+        return None
+    effect_key, worker, sink, step_id = get("effect_key"), get("worker"), get("sink"), get("step_id")
+    if not ((effect_key is None or type(effect_key) is str) and (worker is None or type(worker) is str)
+            and (sink is None or type(sink) is str) and (step_id is None or type(step_id) is str)
+            and (effect_key is not None or kind not in _NEEDS_EFFECT_KEY)):
+        return None
+    sink_result, reporter = get("sink_result"), get("reporter")
+    sr = rep = None
+    if sink_result is not None:
+        sr = _SINK_RESULTS.get(sink_result) if type(sink_result) is str else None
+        if sr is None:
+            return None
+        if kind is not Kind.EFFECT_ATTEMPTED:
+            sr = None
+    if reporter is not None:
+        rep = _REPORTERS.get(reporter) if type(reporter) is str else None
+        if rep is None:
+            return None
+    return LiveEvent(s, key, kind, epoch, worker or "unknown", effect_key, sink, sr, rep, step_id, ts,
+                     event_id, _CAPPED if capped else None)
 
 
 # Records -> events for the live detector. The batch door sends the same records through the
@@ -208,6 +333,27 @@ def event_from_record(rec: dict[str, Any], seq: int | None = None) -> Event:
 
     ``seq`` replaces a missing ``seq`` (the caller's observation order).
     """
+    # Fast path: what instrumented spans carry (typed OTel attributes, canonical names).
+    get = rec.get
+    key, kind, s, epoch = get("workflow_key"), get("kind"), get("seq"), get("epoch")
+    kind = _KINDS.get(kind) if type(kind) is str else None
+    if (kind is not None and type(key) is str and type(s) is int and type(epoch) is int
+            and 0 <= epoch <= _INT64[1] and _INT64[0] <= s <= _INT64[1] and key.strip()):
+        effect_key, sink_result, reporter = get("effect_key"), get("sink_result"), get("reporter")
+        worker, sink, step_id = get("worker"), get("sink"), get("step_id")
+        if ((effect_key is None or type(effect_key) is str) and (worker is None or type(worker) is str)
+                and (sink is None or type(sink) is str) and (step_id is None or type(step_id) is str)
+                and (effect_key is not None or kind not in _NEEDS_EFFECT_KEY)):
+            sr = _SINK_RESULTS.get(sink_result) if sink_result is not None else None
+            rep = _REPORTERS.get(reporter) if reporter is not None else None
+            if (sink_result is None or sr is not None) and (reporter is None or rep is not None):
+                return Event(s, key, kind, epoch, worker or "unknown", effect_key, sink,
+                             sr if kind is Kind.EFFECT_ATTEMPTED else None, rep, step_id, get("ts"),
+                             get("event_id"), get("attrs") or None)
+    return _event_checked(rec, seq)
+
+
+def _event_checked(rec: dict[str, Any], seq: int | None) -> Event:
     key = rec.get("workflow_key")
     if key is None or (isinstance(key, str) and not key.strip()):
         raise MappingError('"workflow_key" is missing; add the unit that must have one effect owner '
@@ -380,14 +526,23 @@ class AuditSpanProcessor(SpanProcessor):
                 return
             if self._pid != os.getpid():
                 self._reset_once.do_once(self._at_fork_reinit)
-            if not _has_ownership(span):
-                return
+            try:  # the SDK's containers, without the copies its properties make
+                attrs = span._attributes._dict
+                events = span._events
+            except AttributeError:
+                attrs, events = span.attributes, span.events
+            if _EVENT_ATTR not in attrs:
+                for ev in events:
+                    if ev.name.startswith(PREFIX):
+                        break
+                else:
+                    return
             if len(self._queue) >= self._max_queue_size:
                 with self._drop_lock:
                     self.dropped_spans += 1
                 return
             self._queue.append(span)
-            if len(self._queue) >= self._batch_wake:
+            if len(self._queue) >= self._batch_wake and not self._wake.is_set():
                 self._wake.set()
         except Exception:  # noqa: BLE001 - a hook must never raise into the host
             self._once("on_end", "auditor: on_end failed; this span is not audited", exc_info=True)
@@ -451,9 +606,19 @@ class AuditSpanProcessor(SpanProcessor):
         now = time.monotonic()
         queue = self._queue
         n = len(queue)
+        persist = self._db is not None
+        observed = self._observed
         for _ in range(n):
             span = queue.popleft()
             try:
+                events = None if persist else span_events(span)
+                if events is not None:
+                    for event in events:
+                        if event.workflow_key in observed:
+                            self._admit_observed(event.workflow_key, event)
+                        else:
+                            self._admit_event(event, now)
+                    continue
                 records = span_records(span)
             except Exception:  # noqa: BLE001
                 self.unmapped += 1
@@ -461,7 +626,7 @@ class AuditSpanProcessor(SpanProcessor):
                 continue
             for rec in records:
                 self._record_line += 1
-                if self._db is not None:
+                if persist:
                     self._records.append((self._record_line, rec))
                 self._admit(rec, now)
         self._release(now, flush)
@@ -475,38 +640,43 @@ class AuditSpanProcessor(SpanProcessor):
         self._publish_counts()
 
     def _admit(self, rec: dict[str, Any], now: float) -> None:
+        """One record from span_records: checked, then queued for the detector."""
         key = rec.get("workflow_key")
-        observed = key in self._observed or (rec.get("seq") is None and key is not None)
         try:
-            if observed:
-                last = self._observed.get(key)
-                if last is None:
-                    st_last = self._last_fed_seq(key)
-                    last = st_last if st_last is not None else 0
-                seq = last + 1
-                self._observed[key] = seq
-                event = event_from_record(dict(rec, seq=seq))
+            if key in self._observed or (rec.get("seq") is None and isinstance(key, str)):
+                self._admit_observed(key, event_from_record(rec, seq=0))
             else:
-                event = event_from_record(rec)
+                self._admit_event(event_from_record(rec), now)
         except MappingError as e:
             self.unmapped += 1
             self._once("unmapped:" + str(e), "auditor: ownership evidence not audited live: %s "
                        "(the store quarantines it with this reason)", e)
-            return
-        k = event.workflow_key
-        if observed:
-            self._lowered[(k, event.seq)] = Confidence.LOW
-        elif event.attrs and event.attrs.get("otel.capped"):
-            self._lowered.setdefault((k, event.seq), Confidence.MEDIUM)
-        if len(self._lowered) > 100_000:
-            self._lowered.clear()
-        if observed:
-            self._feed(event)  # arrival order is the order: nothing to wait for
-            return
-        heap = self._pending.get(k)
+
+    def _admit_event(self, event: Event, now: float) -> None:
+        """Hold ``event`` in its key's reorder heap (seq order) until the window passes."""
+        if event.attrs is not None and event.attrs.get("otel.capped"):
+            self._lower((event.workflow_key, event.seq), Confidence.MEDIUM)
+        heap = self._pending.get(event.workflow_key)
         if heap is None:
-            heap = self._pending[k] = []
+            heap = self._pending[event.workflow_key] = []
         heapq.heappush(heap, (event.seq, event.event_id or "", next(self._counter), now, event))
+
+    def _admit_observed(self, key: str, event: Event) -> None:
+        """A key without seq is ordered by arrival, as the batch audit orders it by file position."""
+        last = self._observed.get(key)
+        if last is None:
+            last = self._last_fed_seq(key) or 0
+        self._observed[key] = last + 1
+        event = (event._replace(seq=last + 1) if isinstance(event, LiveEvent)
+                 else dataclasses.replace(event, seq=last + 1))
+        self._lower((key, event.seq), Confidence.LOW)
+        self._feed(event)  # arrival order is the order: nothing to wait for
+
+    def _lower(self, where: tuple[str, int], confidence: Confidence) -> None:
+        if len(self._lowered) > 100_000:  # bounded: old marks go first
+            self._lowered.clear()
+        if self._lowered.get(where) is not Confidence.LOW:
+            self._lowered[where] = confidence
 
     def _last_fed_seq(self, key: str) -> int | None:
         st = self.detector._keys.get(key)  # noqa: SLF001 - same package, read-only
@@ -514,12 +684,17 @@ class AuditSpanProcessor(SpanProcessor):
 
     def _release(self, now: float, flush: bool) -> None:
         horizon = now - self._window
-        for k in list(self._pending):
-            heap = self._pending[k]
+        feed = self.detector.feed
+        pending = self._pending
+        pop = heapq.heappop
+        for k in list(pending):
+            heap = pending[k]
             while heap and (flush or heap[0][3] <= horizon):
-                self._feed(heapq.heappop(heap)[4])
+                found = feed(pop(heap)[4])
+                if found:
+                    self._report(found)
             if not heap:
-                del self._pending[k]
+                del pending[k]
 
     def _feed(self, event: Event) -> None:
         found = self.detector.feed(event)

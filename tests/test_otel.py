@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from dataclasses import replace
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -25,8 +28,9 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, AlwaysRecordSampler
 
 from auditor import audit, report
 from auditor.ingest.otlp import read_otlp
-from auditor.model import Confidence
-from auditor.otel import AuditAllSampler, AuditSpanProcessor, MappingError, event_from_record, map_span, span_records
+from auditor.model import Confidence, Event
+from auditor.otel import (OWNERSHIP_ATTRIBUTES, AuditAllSampler, AuditSpanProcessor, MappingError, event_from_record,
+                          map_span, span_events, span_records)
 from auditor.store import Store
 
 from .conftest import FIXTURES, run_cli
@@ -554,3 +558,62 @@ def test_span_records_match_the_otlp_reader():
     read = [r for _, r, _ in read_otlp(io.StringIO(otlp_line(spans)))]
     assert sorted(live, key=lambda r: r["seq"]) == sorted(read, key=lambda r: r["seq"])
     assert len(live) == 16
+
+
+# The live shortcut (span_events) against the one mapping (span_records + event_from_record).
+
+_VALUES = st.one_of(st.integers(-2, 20), st.sampled_from(["k", "x", " ", "", "7", "accepted", "rejected", "SINK",
+                                                           "worker", "w", "maybe"]), st.booleans(),
+                    st.just(2 ** 63))
+_NAMES = sorted(OWNERSHIP_ATTRIBUTES) + ["gen_ai.tool.call.id", "other"]
+_KIND_NAMES = st.sampled_from(["lease_acquired", "progress", "effect_attempted", "effect_committed",
+                               "outcome_verified", "heartbeat_ok", "ownership.progress", "Progress", "bogus"])
+_SHORTCUT_PROVIDER = TracerProvider(resource=Resource.create({"service.instance.id": "pod-9"}),
+                                    span_limits=SpanLimits(max_span_attributes=8))
+_SHORTCUT_EXPORTER = InMemorySpanExporter()
+_SHORTCUT_PROVIDER.add_span_processor(SimpleSpanProcessor(_SHORTCUT_EXPORTER))
+
+
+_VALID = st.fixed_dictionaries(
+    {"ownership.workflow_key": st.sampled_from(["k1", "k2"]), "ownership.epoch": st.integers(0, 5)},
+    optional={"ownership.seq": st.integers(1, 50), "ownership.worker": st.sampled_from(["a", "b"]),
+              "ownership.effect_key": st.sampled_from(["x", "y"]), "ownership.sink": st.just("s"),
+              "ownership.sink_result": st.sampled_from(["accepted", "rejected", "unknown"]),
+              "ownership.reporter": st.sampled_from(["sink", "worker"]), "ownership.step_id": st.just("st"),
+              "gen_ai.tool.call.id": st.just("call_1"), "other": st.integers()})
+_NOISE = st.dictionaries(st.sampled_from(_NAMES), _VALUES, max_size=2)
+_ATTRS = st.one_of(_VALID, _VALID, _VALID, st.builds(lambda a, b: {**a, **b}, _VALID, _NOISE))
+_EVENT_ATTRS = st.one_of(st.fixed_dictionaries({"ownership.seq": st.integers(1, 50)}), _NOISE,
+                         st.builds(lambda a, b: {**a, **b}, st.fixed_dictionaries({"ownership.seq": st.integers(1, 50)}),
+                                   st.dictionaries(st.sampled_from(_NAMES[:-2]), st.sampled_from(["x", "k2", 3]),
+                                                   max_size=2)))
+_CANONICAL_KINDS = st.sampled_from(["lease_acquired", "progress", "effect_attempted", "effect_committed",
+                                    "outcome_verified"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(_ATTRS, st.one_of(st.none(), st.none(), _CANONICAL_KINDS, _KIND_NAMES),
+       st.lists(st.tuples(st.one_of(_CANONICAL_KINDS, _CANONICAL_KINDS, _KIND_NAMES, st.just("exception"))
+                          .map(lambda k: k if k == "exception" else "ownership." + k), _EVENT_ATTRS), max_size=3))
+def test_span_events_shortcut_equals_the_mapping(span_attrs, span_kind, events):
+    _SHORTCUT_EXPORTER.clear()
+    tracer = _SHORTCUT_PROVIDER.get_tracer("t")
+    attrs = dict(span_attrs, **({"ownership.event": span_kind} if span_kind else {}))
+    with tracer.start_as_current_span("s", attributes=attrs) as span:
+        for name, ev_attrs in events:
+            span.add_event(name, ev_attrs)
+    (finished,) = _SHORTCUT_EXPORTER.get_finished_spans()
+    fast = span_events(finished)
+    slow = []
+    for rec in span_records(finished):
+        try:
+            slow.append(event_from_record(rec))
+        except MappingError:
+            slow.append(None)
+    event("shortcut taken" if fast else "checked path" if fast is None else "no evidence")
+    if fast is None:
+        return  # the processor then takes the checked path: slow is what it uses
+    assert None not in slow
+    as_events = [Event(*e) for e in fast]
+    assert [replace(e, attrs=None) for e in as_events] == [replace(e, attrs=None) for e in slow]
+    assert [bool(e.attrs) for e in as_events] == [bool(e.attrs and e.attrs.get("otel.capped")) for e in slow]

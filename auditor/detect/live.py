@@ -22,10 +22,35 @@ Such events are counted in ``late_events``; the store's batch audit is the final
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from typing import Any, NamedTuple
 
-from ..model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Outcome, SinkResult, stable_id
+from ..model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Outcome, Reporter, SinkResult,
+                     stable_id)
+
+class LiveEvent(NamedTuple):
+    """``model.Event``'s fields as a tuple, for callers that build events by the million.
+
+    ``LiveDetector`` reads events by attribute only, so it takes either; a frozen dataclass
+    costs more to build than the detector spends on the event (the span processor's case).
+    """
+
+    seq: int
+    workflow_key: str
+    kind: Kind
+    epoch: int | None
+    worker: str = "unknown"
+    effect_key: str | None = None
+    sink: str | None = None
+    sink_result: SinkResult | None = None
+    reporter: Reporter | None = None
+    step_id: str | None = None
+    ts: str | None = None
+    event_id: str | None = None
+    attrs: dict[str, Any] | None = None
+
 
 _ACQ = Kind.LEASE_ACQUIRED
 _PROGRESS = Kind.PROGRESS
@@ -33,32 +58,32 @@ _ATTEMPT = Kind.EFFECT_ATTEMPTED
 _COMMIT = Kind.EFFECT_COMMITTED
 _REJECTED = SinkResult.REJECTED
 _ACCEPTED = SinkResult.ACCEPTED
+_VERIFIED = Kind.OUTCOME_VERIFIED
 
 
 class _Key:
-    """Everything the rules remember about one workflow key."""
+    """Everything the rules remember about one workflow key (containers made on first use)."""
 
-    __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "max_worker", "last_acq_seq",
-                 "last_seq", "at_last_seq", "acquired", "evidence", "pending", "commits", "steps",
-                 "conflicts", "doubles")
+    __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "last_acq_seq", "last_seq",
+                 "at_last_seq", "acquired", "evidence", "pending", "commits", "steps", "conflicts",
+                 "doubles")
 
     def __init__(self) -> None:
         self.rec_seqs: list[int] = []      # records: acquisitions that raised the highest epoch
         self.rec_epochs: list[int] = []
         self.rec_workers: list[str] = []
-        self.max_epoch: int | None = None  # highest epoch acquired so far, and by whom
-        self.max_worker: str | None = None
+        self.max_epoch: int | None = None  # highest epoch acquired so far
         self.last_acq_seq: int | None = None
-        self.last_seq: int | None = None   # newest seq fed, and the events fed at it
-        self.at_last_seq: list[Event] = []
-        self.acquired: set[int] = set()
-        self.evidence: dict[int, int] = {}  # epoch -> lowest seq of evidence under it
+        self.last_seq: int | None = None   # newest seq fed, and the event(s) fed at it
+        self.at_last_seq: Event | list[Event] | None = None
+        self.acquired: set[int] | None = None
+        self.evidence: dict[int, int] | None = None  # unacquired epoch -> lowest seq of evidence
         # (epoch, effect_key) -> stale attempts not resolved yet, each with its stale context
-        self.pending: dict[tuple[int, str], list[tuple[Event, int, str, int]]] = {}
-        self.commits: dict[str, dict[int, Event]] = {}   # effect key -> epoch -> its first commit
-        self.steps: dict[str, dict[int, Event]] = {}     # step id -> epoch -> its first commit
-        self.conflicts: set[int] = set()
-        self.doubles: set[int] = set()      # seqs reported as double_commit
+        self.pending: dict[tuple[int, str], list[tuple[Event, int, str, int]]] | None = None
+        self.commits: dict[str, dict[int, Event]] | None = None  # effect key -> epoch -> first commit
+        self.steps: dict[str, dict[int, Event]] | None = None    # step id -> epoch -> first commit
+        self.conflicts: set[int] | None = None
+        self.doubles: set[int] | None = None  # seqs reported as double_commit
 
 
 def _finding(grade: Grade, e: Event, cur_epoch: int | None, cur_worker: str | None,
@@ -75,7 +100,7 @@ def _finding(grade: Grade, e: Event, cur_epoch: int | None, cur_worker: str | No
 
 
 class LiveDetector:
-    """SPEC section 3, incrementally. Feed events in seq order per workflow key.
+    """SPEC section 3, incrementally. Feed events (``Event`` or ``LiveEvent``) in seq order per key.
 
     Counters (read them at any time): ``events``, ``duplicates`` (same event_id, or identical
     event, at the same seq), ``late_events`` (below the key's newest seq), ``stale_events``
@@ -93,10 +118,9 @@ class LiveDetector:
         self.reclaims = 0
         self.idempotent_retries = 0
 
-    # The owner at a seq: the latest record strictly below it.
-
-    def _owner_below(self, st: _Key, s: int) -> int:
-        """How many records have seq < s."""
+    @staticmethod
+    def _owner_below(st: _Key, s: int) -> int:
+        """How many records have seq < s (the latest of them is the owner at s)."""
         seqs = st.rec_seqs
         if not seqs or seqs[-1] < s:
             return len(seqs)
@@ -111,64 +135,89 @@ class LiveDetector:
         last = st.last_seq
         if last is None or s > last:
             st.last_seq = s
-            st.at_last_seq = [e]
+            st.at_last_seq = e
         elif s == last:
-            for other in st.at_last_seq:
-                if (other.event_id == e.event_id) if e.event_id is not None else other == e:
-                    self.duplicates += 1
-                    return []
-            st.at_last_seq.append(e)
-            if s not in st.conflicts:
-                st.conflicts.add(s)
-                self._diagnose(DiagnosticKind.ORDERING_CONFLICT, e.workflow_key, s, None,
-                               f"{len(st.at_last_seq)} different events share seq {s}")
+            if self._same_seq(st, e):
+                return []
         else:
             self.late_events += 1
         self.events += 1
 
         kind = e.kind
-        p = e.epoch
         if kind is _ACQ:
             self._acquire(st, e)
             return []
-        if p is None:  # outcome_verified: evidence of verification, never a finding
+        p = e.epoch
+        if p is None:  # outcome_verified without an epoch: never a finding, never evidence
             return []
-        if p not in st.acquired:
-            first = st.evidence.get(p)
+        if p != st.max_epoch and (st.acquired is None or p not in st.acquired):
+            evidence = st.evidence
+            if evidence is None:
+                evidence = st.evidence = {}
+            first = evidence.get(p)
             if first is None or s < first:
-                st.evidence[p] = s
-        if kind is Kind.OUTCOME_VERIFIED:
+                evidence[p] = s
+        if kind is _VERIFIED:
             return []
 
-        n = self._owner_below(st, s)
+        seqs = st.rec_seqs
+        n = len(seqs)
+        if n and seqs[-1] >= s:
+            n = bisect_left(seqs, s)
         if n and p < st.rec_epochs[n - 1]:
             self.stale_events += 1
             cur_epoch, cur_worker = st.rec_epochs[n - 1], st.rec_workers[n - 1]
-            transition = st.rec_seqs[bisect_right(st.rec_epochs, p, 0, n)]
-        else:
-            cur_epoch = st.rec_epochs[n - 1] if n else None
-            cur_worker = st.rec_workers[n - 1] if n else None
-            transition = None
-        stale = transition is not None
-
-        if kind is _PROGRESS:
-            if stale:
+            transition = seqs[bisect_right(st.rec_epochs, p, 0, n)]
+            if kind is _PROGRESS:
                 return [_finding(Grade.STALE_ACTIVITY, e, cur_epoch, cur_worker, transition)]
+            if kind is _ATTEMPT:
+                if e.sink_result is _REJECTED:
+                    return self._reject(st, e, True, cur_epoch, cur_worker, transition)
+                pending = st.pending
+                if pending is None:
+                    pending = st.pending = {}
+                waiting = pending.get((p, e.effect_key))
+                if waiting is None:
+                    pending[(p, e.effect_key)] = [(e, cur_epoch, cur_worker, transition)]
+                else:
+                    waiting.append((e, cur_epoch, cur_worker, transition))
+                return []
+            return self._commit(st, e, True, cur_epoch, cur_worker, transition)
+        # Not stale: only resolutions of earlier stale attempts and double commits can follow.
+        if kind is _PROGRESS:
             return []
         if kind is _ATTEMPT:
-            if e.sink_result is _REJECTED:
-                return self._reject(st, e, stale, cur_epoch, cur_worker, transition)
-            if stale:
-                st.pending.setdefault((p, e.effect_key), []).append((e, cur_epoch, cur_worker, transition))
+            if e.sink_result is _REJECTED and st.pending:
+                return self._reject(st, e, False, None, None, None)
             return []
-        if kind is _COMMIT:
-            return self._commit(st, e, stale, cur_epoch, cur_worker, transition)
-        return []
+        return self._commit(st, e, False, None, None, None)
+
+    def _same_seq(self, st: _Key, e: Event) -> bool:
+        """Another event at the key's newest seq: True for a duplicate, else an ordering conflict."""
+        fed = st.at_last_seq
+        others = fed if isinstance(fed, list) else [fed]
+        for other in others:
+            if (other.event_id == e.event_id) if e.event_id is not None else other == e:
+                self.duplicates += 1
+                return True
+        others.append(e)
+        st.at_last_seq = others
+        if st.conflicts is None:
+            st.conflicts = set()
+        if e.seq not in st.conflicts:
+            st.conflicts.add(e.seq)
+            self._diagnose(DiagnosticKind.ORDERING_CONFLICT, e.workflow_key, e.seq, None,
+                           f"{len(others)} different events share seq {e.seq}")
+        return False
 
     def _acquire(self, st: _Key, e: Event) -> None:
         s, p = e.seq, e.epoch
-        st.acquired.add(p)
-        st.evidence.pop(p, None)
+        if st.acquired is None:
+            st.acquired = {p}
+        else:
+            st.acquired.add(p)
+        if st.evidence:
+            st.evidence.pop(p, None)
         if st.last_acq_seq is None or s >= st.last_acq_seq:
             # In order: compare with every acquisition fed so far (same-seq ones included, as
             # the batch detector's running maximum does).
@@ -182,7 +231,7 @@ class LiveDetector:
             st.rec_seqs.append(s)
             st.rec_epochs.append(p)
             st.rec_workers.append(e.worker)
-            st.max_epoch, st.max_worker = p, e.worker
+            st.max_epoch = p
             return
         # Late: insert it where its seq puts it and drop the records it now dominates.
         n = bisect_left(st.rec_seqs, s)
@@ -198,7 +247,7 @@ class LiveDetector:
         st.rec_seqs[n:end] = [s]
         st.rec_epochs[n:end] = [p]
         st.rec_workers[n:end] = [e.worker]
-        st.max_epoch, st.max_worker = st.rec_epochs[-1], st.rec_workers[-1]
+        st.max_epoch = st.rec_epochs[-1]
 
     def _regression(self, e: Event, high: int) -> None:
         self._diagnose(DiagnosticKind.EPOCH_REGRESSION, e.workflow_key, e.seq, e.epoch,
@@ -219,6 +268,8 @@ class LiveDetector:
 
     @staticmethod
     def _resolve(st: _Key, e: Event) -> list[tuple[Event, int, str, int]]:
+        if not st.pending:
+            return []
         triple = (e.epoch, e.effect_key)
         waiting = st.pending.get(triple)
         if not waiting:
@@ -237,25 +288,37 @@ class LiveDetector:
     def _commit(self, st: _Key, e: Event, stale: bool, cur_epoch: int | None, cur_worker: str | None,
                 transition: int | None) -> list[Finding]:
         out = [_finding(Grade.STALE_ATTEMPT, a, ce, cw, t, Outcome.COMMITTED)
-               for a, ce, cw, t in self._resolve(st, e)]
+               for a, ce, cw, t in self._resolve(st, e)] if st.pending else []
         if stale:
             out.append(_finding(Grade.STALE_COMMIT, e, cur_epoch, cur_worker, transition, Outcome.COMMITTED))
         p = e.epoch
         # Double commit: the first commit of each epoch of an effect key, after the first epoch's.
         doubles: dict[int, tuple[Event, list[int], bool]] = {}
-        by_key = st.commits.get(e.effect_key)
+        commits = st.commits
+        if commits is None:
+            commits = st.commits = {}
+        by_key = commits.get(e.effect_key)
         if by_key is None:
-            st.commits[e.effect_key] = {p: e}
-        elif self._first_of_epoch(by_key, e, doubles, False) is False:
+            commits[e.effect_key] = {p: e}
+        elif p in by_key and by_key[p].seq <= e.seq:
             self.idempotent_retries += 1
+        else:
+            self._first_of_epoch(by_key, e, doubles, False)
         # Unstable effect key: a step's first commit under a new epoch whose effect key differs
         # from the first commit of an earlier epoch of that step.
         if e.step_id is not None:
-            by_step = st.steps.get(e.step_id)
+            steps = st.steps
+            if steps is None:
+                steps = st.steps = {}
+            by_step = steps.get(e.step_id)
             if by_step is None:
-                st.steps[e.step_id] = {p: e}
+                steps[e.step_id] = {p: e}
             else:
                 self._first_of_epoch(by_step, e, doubles, True)
+        if not doubles:
+            return out
+        if st.doubles is None:
+            st.doubles = set()
         for c, epochs, unstable in doubles.values():
             if c.seq in st.doubles:  # fed late: already reported (by the other rule)
                 continue
@@ -309,17 +372,19 @@ class LiveDetector:
         """Settle what is still open: pending stale attempts and never-acquired epochs."""
         out: list[Finding] = []
         for st in self._keys.values():
+            if not st.pending:
+                continue
             for waiting in st.pending.values():
                 for a, ce, cw, t in waiting:
                     outcome = Outcome.COMMITTED if a.sink_result is _ACCEPTED else Outcome.UNKNOWN
                     out.append(_finding(Grade.STALE_ATTEMPT, a, ce, cw, t, outcome))
-            st.pending.clear()
+            st.pending = None
         for key, st in self._keys.items():
-            for p, s in sorted(st.evidence.items()):
-                if p not in st.acquired:
+            for p, s in sorted((st.evidence or {}).items()):
+                if st.acquired is None or p not in st.acquired:
                     self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,
                                    f"evidence under epoch {p} but this key never shows it acquired")
-            st.evidence.clear()
+            st.evidence = None
         out.sort(key=_order)
         return out
 
@@ -327,7 +392,7 @@ class LiveDetector:
         """The stale attempts still waiting for an outcome, as they would be reported now."""
         return sorted((_finding(Grade.STALE_ATTEMPT, a, ce, cw, t,
                                 Outcome.COMMITTED if a.sink_result is _ACCEPTED else Outcome.UNKNOWN)
-                       for st in self._keys.values() for waiting in st.pending.values()
+                       for st in self._keys.values() for waiting in (st.pending or {}).values()
                        for a, ce, cw, t in waiting), key=_order)
 
     @property
@@ -344,14 +409,24 @@ def _order(f: Finding) -> tuple[str, int, int]:
 
 
 def detect_events(events: Iterable[Event]) -> list[Finding]:
-    """Every finding of ``events`` (seq order per workflow key), sorted by key, seq, grade rank."""
+    """Every finding of ``events`` (seq order per workflow key), sorted by key, seq, grade rank.
+
+    Pauses the cyclic garbage collector while it runs: the detector makes no reference cycles,
+    and on millions of live objects the collector's passes would cost more than detection.
+    """
     det = LiveDetector()
     out: list[Finding] = []
     feed = det.feed
-    for e in events:
-        found = feed(e)
-        if found:
-            out.extend(found)
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        for e in events:
+            found = feed(e)
+            if found:
+                out.extend(found)
+    finally:
+        if paused:
+            gc.enable()
     out.extend(det.finish())
     out.sort(key=_order)
     return out
