@@ -442,8 +442,10 @@ class AuditSpanProcessor(SpanProcessor):
     spans). Live detection sees this process's spans only; for workers in several processes
     export spans to a Collector and audit its files (or give every process the same ``db``).
 
-    Memory is bounded by ``max_queue_size`` spans (excess spans are dropped, counted in
-    ``dropped_spans`` and logged once) plus the detector's per-key state. Events are held up to
+    Memory is bounded: ``max_queue_size`` spans wait for the worker (excess spans are dropped,
+    counted in ``dropped_spans`` and logged once); the detector keeps state for at most
+    ``max_workflow_keys`` keys (the least recently seen are settled and forgotten, counted in
+    ``detector.evicted_keys``); ``findings`` keeps the latest ``max_findings``. Events are held up to
     ``reorder_window_millis`` to put them in seq order; one arriving later than that is still
     audited (``late_events``), and the store's batch report is the final word.
     """
@@ -451,7 +453,8 @@ class AuditSpanProcessor(SpanProcessor):
     def __init__(self, on_finding: FindingCallback | None = None, *, meter_provider=None,
                  db: str | os.PathLike | None = None, max_queue_size: int = 8192,
                  schedule_delay_millis: float = 200.0, reorder_window_millis: float = 1000.0,
-                 persist_interval_millis: float = 1000.0, source_name: str | None = None,
+                 persist_interval_millis: float = 1000.0, max_workflow_keys: int = 100_000,
+                 max_findings: int = 10_000, source_name: str | None = None,
                  logger: logging.Logger | None = None) -> None:
         if max_queue_size <= 0:
             raise ValueError("max_queue_size must be a positive integer")
@@ -466,13 +469,15 @@ class AuditSpanProcessor(SpanProcessor):
         self._batch_wake = max(1, max_queue_size // 4)
         self._metrics = _Metrics(meter_provider) if meter_provider is not None else None
 
-        self.detector = LiveDetector()
+        self._max_keys = max_workflow_keys
+        self._max_findings = max_findings
+        self.detector = LiveDetector(max_workflow_keys)
         self.dropped_spans = 0        # queue full
         self.dropped_after_shutdown = 0
         self.unmapped = 0             # records the mapping could not turn into events
         self.persisted = 0            # records handed to the store
         self.persist_failures = 0     # records lost because the store failed
-        self.findings: list[Finding] = []  # everything reported, for inspection
+        self.findings: deque[Finding] = deque(maxlen=max_findings)  # the latest reported, to inspect
         self._logged: set[str] = set()
         self._shutdown = False
         self._stop = False
@@ -507,8 +512,8 @@ class AuditSpanProcessor(SpanProcessor):
 
     def _at_fork_reinit(self) -> None:
         # The child starts from a fresh detector: the parent keeps (and reports) its own state.
-        self.detector = LiveDetector()
-        self.findings = []
+        self.detector = LiveDetector(self._max_keys)
+        self.findings = deque(maxlen=self._max_findings)
         self._init_state()
 
     # Hooks called by the SDK, on application threads: O(1), no I/O, never raise.
@@ -630,6 +635,14 @@ class AuditSpanProcessor(SpanProcessor):
                     self._records.append((self._record_line, rec))
                 self._admit(rec, now)
         self._release(now, flush)
+        if self.detector.spilled:
+            spilled, self.detector.spilled = self.detector.spilled, []
+            self._report(spilled)
+            self._once("evicted", "auditor: more than %d workflow keys are live; the least recently seen "
+                       "are forgotten (their open attempts reported now); raise max_workflow_keys",
+                       self._max_keys)
+        if len(self._observed) > self._max_keys:
+            self._observed.clear()
         if self._db is not None and (flush or now - self._last_persist >= self._persist_interval
                                      or len(self._records) >= self._max_queue_size):
             self._persist(force=flush)
@@ -651,6 +664,9 @@ class AuditSpanProcessor(SpanProcessor):
             self.unmapped += 1
             self._once("unmapped:" + str(e), "auditor: ownership evidence not audited live: %s "
                        "(the store quarantines it with this reason)", e)
+        except Exception:  # noqa: BLE001 - e.g. an unhashable key: skip this record, keep the batch
+            self.unmapped += 1
+            self._once("admit", "auditor: a record could not be audited live", exc_info=True)
 
     def _admit_event(self, event: Event, now: float) -> None:
         """Hold ``event`` in its key's reorder heap (seq order) until the window passes."""

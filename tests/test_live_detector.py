@@ -219,3 +219,17 @@ def test_live_agrees_with_batch(tmp_path_factory, hist, rnd):
     assert [_key(f) for f in found] == [_key(f) for f in batch.findings]
     assert [f.to_dict() for f in found] == [_spec_transition(f).to_dict() for f in batch.findings]
     assert det.diagnostics == batch.diagnostics
+
+
+def test_bounded_keys_settle_what_they_forget():
+    det = LiveDetector(max_keys=10)
+    out = []
+    for i in range(10):  # ten keys, each with a stale attempt still open
+        for spec in ("1 acq 1 a", "2 acq 2 b", "3 att 1 a x"):
+            out += det.feed(event(ev(spec, key=f"k{i}")))
+    det.feed(event(ev("4 prog 2 b", key="k0")))  # k0 is fed again: k1 is now the least recent
+    out += det.feed(event(ev("1 acq 1 a", key="new")))
+    assert (out, det.evicted_keys) == ([], 1)
+    assert [(f.grade.value, f.workflow_key, f.seq, f.outcome.value) for f in det.spilled] == [
+        ("stale_attempt", "k1", 3, "unknown")]
+    assert len(det.finish()) == 10  # the spilled one and the nine still open

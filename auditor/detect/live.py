@@ -23,6 +23,7 @@ Such events are counted in ``late_events``; the store's batch audit is the final
 from __future__ import annotations
 
 import gc
+import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -66,7 +67,7 @@ class _Key:
 
     __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "last_acq_seq", "last_seq",
                  "at_last_seq", "acquired", "evidence", "pending", "commits", "steps", "conflicts",
-                 "doubles")
+                 "doubles", "touched")
 
     def __init__(self) -> None:
         self.rec_seqs: list[int] = []      # records: acquisitions that raised the highest epoch
@@ -84,6 +85,7 @@ class _Key:
         self.steps: dict[str, dict[int, Event]] | None = None    # step id -> epoch -> first commit
         self.conflicts: set[int] | None = None
         self.doubles: set[int] | None = None  # seqs reported as double_commit
+        self.touched = 0                       # when it was last fed (the detector's event count)
 
 
 def _finding(grade: Grade, e: Event, cur_epoch: int | None, cur_worker: str | None,
@@ -108,9 +110,14 @@ class LiveDetector:
     epoch), ``idempotent_retries`` (an epoch committing an effect key it already committed).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_keys: int | None = None) -> None:
+        if max_keys is not None and max_keys < 1:
+            raise ValueError("max_keys must be a positive integer")
         self._keys: dict[str, _Key] = {}
         self._diagnostics: list[Diagnostic] = []
+        self._max_keys = max_keys
+        self.spilled: list[Finding] = []  # settled when their key was evicted; take them
+        self.evicted_keys = 0
         self.events = 0
         self.duplicates = 0
         self.late_events = 0
@@ -130,7 +137,10 @@ class LiveDetector:
         """Apply one event; return the findings it made certain (maybe at earlier seqs)."""
         st = self._keys.get(e.workflow_key)
         if st is None:
+            if self._max_keys is not None and len(self._keys) >= self._max_keys:
+                self._evict()
             st = self._keys[e.workflow_key] = _Key()
+        st.touched = self.events
         s = e.seq
         last = st.last_seq
         if last is None or s > last:
@@ -370,23 +380,37 @@ class LiveDetector:
 
     def finish(self) -> list[Finding]:
         """Settle what is still open: pending stale attempts and never-acquired epochs."""
-        out: list[Finding] = []
-        for st in self._keys.values():
-            if not st.pending:
-                continue
+        out = self.spilled
+        self.spilled = []
+        for key, st in self._keys.items():
+            self._settle(key, st, out)
+        out.sort(key=_order)
+        return out
+
+    def _settle(self, key: str, st: _Key, out: list[Finding]) -> None:
+        if st.pending:
             for waiting in st.pending.values():
                 for a, ce, cw, t in waiting:
                     outcome = Outcome.COMMITTED if a.sink_result is _ACCEPTED else Outcome.UNKNOWN
                     out.append(_finding(Grade.STALE_ATTEMPT, a, ce, cw, t, outcome))
             st.pending = None
-        for key, st in self._keys.items():
-            for p, s in sorted((st.evidence or {}).items()):
-                if st.acquired is None or p not in st.acquired:
-                    self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,
-                                   f"evidence under epoch {p} but this key never shows it acquired")
-            st.evidence = None
-        out.sort(key=_order)
-        return out
+        for p, s in sorted((st.evidence or {}).items()):
+            if st.acquired is None or p not in st.acquired:
+                self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,
+                               f"evidence under epoch {p} but this key never shows it acquired")
+        st.evidence = None
+
+    def _evict(self) -> None:
+        """Forget the least recently fed tenth of the keys, settling them as ``finish`` would.
+
+        Memory stays bounded by ``max_keys``; a key fed again later starts afresh (its history
+        is in the store, whose batch report remains the final word).
+        """
+        n = max(1, len(self._keys) // 10)
+        for key, st in heapq.nsmallest(n, self._keys.items(), key=lambda kv: kv[1].touched):
+            self._settle(key, st, self.spilled)
+            del self._keys[key]
+        self.evicted_keys += n
 
     def pending(self) -> list[Finding]:
         """The stale attempts still waiting for an outcome, as they would be reported now."""
