@@ -187,18 +187,6 @@ def span_records(span: ReadableSpan) -> list[dict[str, Any]]:
                     _plain(resource.attributes) if resource is not None else {}, capped)
 
 
-def _has_ownership(span: ReadableSpan) -> bool:
-    if _EVENT_ATTR in _plain(getattr(span, "_attributes", None)):
-        return True
-    raw_events = getattr(span, "_events", None)
-    if raw_events is None:
-        raw_events = span.events
-    for ev in raw_events:
-        if ev.name.startswith(PREFIX):
-            return True
-    return False
-
-
 def span_events(span: ReadableSpan) -> list[LiveEvent] | None:
     """The live path's shortcut: ``[event_from_record(r) for r in span_records(span)]`` without
     building the records, as ``LiveEvent`` tuples; None when one of them needs
@@ -533,7 +521,7 @@ class AuditSpanProcessor(SpanProcessor):
                 self._reset_once.do_once(self._at_fork_reinit)
             try:  # the SDK's containers, without the copies its properties make
                 attrs = span._attributes._dict
-                events = span._events
+                events = span._events._dq
             except AttributeError:
                 attrs, events = span.attributes, span.events
             if _EVENT_ATTR not in attrs:
