@@ -617,3 +617,35 @@ def test_span_events_shortcut_equals_the_mapping(span_attrs, span_kind, events):
     as_events = [Event(*e) for e in fast]
     assert [replace(e, attrs=None) for e in as_events] == [replace(e, attrs=None) for e in slow]
     assert [bool(e.attrs) for e in as_events] == [bool(e.attrs and e.attrs.get("otel.capped")) for e in slow]
+
+
+def _framed(lines: list[bytes]) -> bytes:
+    """The file exporter's legacy ``format: json`` + ``compression: zstd`` layout."""
+    out = b""
+    for line in lines:
+        frame = zstandard.ZstdCompressor().compress(line)
+        out += len(frame).to_bytes(4, "big") + frame
+    return out
+
+
+def test_read_otlp_reads_the_file_exporters_zstd_layouts(tmp_path):
+    lines = (FIXTURES / "otlp_seed_split_brain.jsonl").read_bytes().splitlines()
+    plain = list(read_otlp(FIXTURES / "otlp_seed_split_brain.jsonl"))
+    framed = tmp_path / "traces.zst"
+    framed.write_bytes(_framed(lines))
+    assert list(read_otlp(framed)) == plain
+    assert list(read_otlp(io.BufferedReader(io.BytesIO(_framed(lines))))) == plain
+    # native compression: one zstd frame per write, lines inside
+    native = tmp_path / "traces.jsonl.zst"
+    native.write_bytes(b"".join(zstandard.ZstdCompressor().compress(line + b"\n") for line in lines))
+    assert list(read_otlp(native)) == plain
+    cut = tmp_path / "cut.zst"
+    cut.write_bytes(_framed(lines)[:-10])
+    assert list(read_otlp(cut)) == [r for r in plain if r[0] == 1] + [
+        (2, None, "the file ends inside a frame: it was cut short; re-copy it")]
+    native.write_bytes(native.read_bytes()[:-100])
+    assert list(read_otlp(native)) == [r for r in plain if r[0] == 1] + [
+        (2, None, "the zstd stream is cut short (the file is truncated); the lines before it were read")]
+    done = run_cli("audit", "--format", "otlp", str(framed), "--json", "-")
+    assert done.returncode == 1, done.stderr
+    assert [(f["grade"], f["workflow_key"], f["seq"]) for f in json.loads(done.stdout)["findings"]] == SEED_FINDINGS

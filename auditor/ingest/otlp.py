@@ -34,25 +34,101 @@ class _BadLine(Exception):
     """The line is JSON but not an OTLP traces export request."""
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def is_framed(head: bytes) -> bool:
+    """True for the file exporter's length-prefixed layout: each export request as a 4-byte
+    big-endian size and one zstd frame (``format: json`` with ``compression: zstd``, unless the
+    Collector's native-compression feature gate writes a plain zstd stream of lines instead)."""
+    return len(head) >= 8 and head[4:8] == ZSTD_MAGIC
+
+
 def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "") -> Iterator[Yield]:
     """Yield ``(line, canonical record, None)`` per ownership event, ``(line, None, reason)`` per bad line.
 
-    ``src`` is a path (gzip or zstd content is decompressed) or an open file, binary or text.
-    Lines are numbered from 1; blank lines are skipped (and not numbered out of sequence).
-    ``source_name`` only names the input in reasons' wording; it may be empty.
+    ``src`` is a path or an open file, binary or text. Its content may be JSON lines, gzip or
+    zstd JSON lines, or the file exporter's length-prefixed zstd frames, where ``line`` is the
+    frame's number. Lines are numbered from 1; blank lines carry nothing. A compressed stream
+    cut short yields what came before it, then one reason. ``source_name`` is only for callers'
+    messages.
     """
     if isinstance(src, (str, Path)):
+        with open(src, "rb") as raw:
+            framed = is_framed(raw.read(8))
+        if framed:
+            with open(src, "rb") as raw:
+                yield from _documents(_frames(raw))
+            return
         from . import open_bytes
 
-        # Buffered: the zstd stream reader does not iterate lines on its own.
-        with io.BufferedReader(open_bytes(Path(src)), 1 << 20) as f:
-            yield from _read_lines(f)
-    else:
-        yield from _read_lines(src)
+        with open_bytes(Path(src)) as f:
+            yield from _documents(_lines(f))
+        return
+    if isinstance(src, io.BufferedReader) and is_framed(src.peek(8)[:8]):
+        yield from _documents(_frames(src))
+        return
+    yield from _documents(_lines(src))
 
 
-def _read_lines(f: IO[bytes] | IO[str]) -> Iterator[Yield]:
-    for n, raw in enumerate(f, start=1):
+def _lines(f: IO[bytes] | IO[str]) -> Iterator[tuple[int, bytes | str | None, str | None]]:
+    """Numbered lines; blocks are split here so that a stream damaged mid-way still hands out
+    every whole line before the damage (a buffered line iterator would lose its buffer)."""
+    from . import DamagedStream
+
+    if isinstance(f, io.TextIOBase):
+        yield from ((n, line, None) for n, line in enumerate(f, start=1))
+        return
+    n, carry = 0, b""
+    while True:
+        try:
+            block = f.read(1 << 20)
+        except DamagedStream as e:
+            yield n + 1, None, f"{e}; the lines before it were read"
+            return
+        if not block:
+            if carry:
+                yield n + 1, carry, None
+            return
+        if isinstance(block, str):  # a text stream that is not a TextIOBase
+            block = block.encode()
+        parts = (carry + block).split(b"\n")
+        carry = parts.pop()
+        for part in parts:
+            n += 1
+            yield n, part, None
+
+
+def _frames(f: IO[bytes]) -> Iterator[tuple[int, bytes | None, str | None]]:
+    import zstandard
+
+    n = 0
+    while True:
+        head = f.read(4)
+        if not head:
+            return
+        n += 1
+        size = int.from_bytes(head, "big") if len(head) == 4 else -1
+        frame = f.read(size) if size >= 0 else b""
+        if size < 0 or len(frame) < size:
+            yield n, None, "the file ends inside a frame: it was cut short; re-copy it"
+            return
+        if frame[:4] != ZSTD_MAGIC:
+            yield n, None, ("frame is not zstd-compressed JSON; the file exporter's format: proto is not "
+                            "supported, write format: json")
+            continue
+        try:
+            yield n, zstandard.ZstdDecompressor().decompressobj().decompress(frame), None
+        except zstandard.ZstdError as e:
+            yield n, None, f"frame is damaged ({e}); re-copy the file"
+
+
+def _documents(items: Iterator[tuple[int, bytes | str | None, str | None]]) -> Iterator[Yield]:
+    """JSON export requests (one per line or frame) to canonical records or reasons."""
+    for n, raw, reason in items:
+        if reason is not None:
+            yield n, None, reason
+            continue
         if isinstance(raw, bytes):
             try:
                 text = raw.decode("utf-8")
