@@ -319,8 +319,6 @@ def test_html_report_neutralizes_markup(tmp_path):
     assert "[bold red]beta[/bold red]" in page
 
 
-@pytest.mark.xfail(reason="render/html.py writes control characters (ANSI escapes) into the page "
-                          "as they are; reported to the HTML report's author", strict=False)
 def test_html_report_neutralizes_ansi_escapes(tmp_path):
     from auditor.render.html import render_html
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from ..model import MEANINGS, Event, Finding, Grade, Incident, Kind, SinkResult
 from ..result import AuditResult, WorkflowSummary
@@ -284,6 +287,21 @@ class ReportContext:
 # Rendering.
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(value: Any) -> Any:
+    """Every printed value: control characters (ANSI escapes, bidi overrides) shown as ``\\xNN``.
+
+    Autoescaping already stops markup; this stops a log from hiding or reordering text on screen.
+    Markup (macro output) was built from values that passed through here already.
+    """
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
+                            else f"\\u{ord(m.group()):04x}", value)
+    return value
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The one Jinja environment of the package: autoescaped, strict about missing names."""
@@ -295,6 +313,7 @@ def environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        finalize=_visible,
     )
     env.filters["num"] = _num
     env.filters["px"] = _px
