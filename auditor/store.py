@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 SQL = statements("store.sql")
+#: Run on every connection and cursor: DuckDB draws its progress bar on stdout for a query over two
+#: seconds, into the terminal summary and into ``--json -``. A local setting, so per cursor too.
+QUIET = "SET enable_progress_bar = false"
 STAGE_BATCH_ROWS = 16_384
 
 #: attrs keys whose values may carry payload bodies, prompts or secrets: stored as a hash only.
@@ -152,6 +155,7 @@ class Store:
         self.keep_payloads = keep_payloads
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
+        self.con.execute(QUIET)
         self.con.create_function(
             "auditor_attrs", _attrs_batch, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
             side_effects=False, null_handling="special")
@@ -167,7 +171,9 @@ class Store:
                 return duckdb.connect(str(self.path), read_only=read_only)
             except duckdb.IOException as e:
                 if "lock" not in str(e).lower():
-                    raise StoreError(f"{self.path}: cannot open the DuckDB store: {e}") from e
+                    raise StoreError(f"{self.path}: cannot open the DuckDB store ({str(e).strip()}); "
+                                     "point --db at a file written by 'auditor ingest', or at a new "
+                                     "path") from e
                 if time.monotonic() >= deadline:
                     raise StoreLocked(
                         f"{self.path}: another process is using this DuckDB store; wait for it "
@@ -281,6 +287,7 @@ class Store:
     def iter_events(self, batch: int = 100_000) -> Iterator[Event]:
         """Every event in authoritative order per workflow key (the live detector's feed)."""
         cur = self.con.cursor()
+        cur.execute(QUIET)
         cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
         while rows := cur.fetchmany(batch):
             yield from (_event(r) for r in rows)

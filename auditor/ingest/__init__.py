@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING
 
 import duckdb
 
-from ..store import SourceCounts, Store
+from ..store import QUIET, SourceCounts, Store
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -385,6 +385,7 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         params = [str(source.path)]
         first = 1
     cur = store.con.cursor()
+    cur.execute(QUIET)
     try:
         batches = cur.sql(f"SELECT to_json(t)::BLOB AS raw FROM {reader} t",
                           params=params).to_arrow_reader(batch_rows)
@@ -449,8 +450,11 @@ def careful_csv_chunks(store: Store, source: Source, progress: Progress | None =
         spool, damage = _spool_decompressed(source)
         path = spool
     cur = store.con.cursor()
+    cur.execute(QUIET)
     try:
-        reader = f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, max_line_size = {64 << 20}"
+        # parallel = false: the parallel scanner refuses quoted newlines together with null_padding.
+        reader = (f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, parallel = false, "
+                  f"max_line_size = {64 << 20}")
         [(good,)] = cur.execute(  # fetchall: the rejects table exists once the result is drained
             f"SELECT count(to_json(t)) FROM {reader}, store_rejects = true, "
             "rejects_table = 'auditor_rejects', rejects_scan = 'auditor_scans') t",
