@@ -324,3 +324,25 @@ def test_html_report_neutralizes_ansi_escapes(tmp_path):
 
     page = render_html(audit([_injection_log(tmp_path)]))
     assert not set(page) & {"\x1b", "\x07", "\x9b"}
+
+
+def test_csv_line_numbers_hold_in_a_big_file_and_around_refused_lines(tmp_path):
+    """Rows are numbered by position (header = line 1); lines DuckDB refuses keep their own number."""
+    rows = ["seq,workflow_key,kind,epoch"] + [f"{i},k{i % 100},progress,1" for i in range(1, 200_001)]
+    rows[1] = "1,k1,lease_acquired,1"
+    rows[150_000] = "150000,k0,progress,bad"
+    path = tmp_path / "big.csv"
+    path.write_text("\n".join(rows) + "\n")
+    r = audit([path], fail_on="double_commit")
+    assert [(q.line, q.reason) for q in r.input.quarantine] == [
+        (150_001, '"epoch" is "bad", expected an integer in int64 range')]
+    assert r.store.con.execute("SELECT count(*) FROM events WHERE line <> seq + 1").fetchone() == (0,)
+
+    raw = path.read_bytes().replace(b"\n180000,k0,", b"\n180000,k\xff,").replace(b"\n190000,k0,", b"\n190000,k0\xfe,")
+    path.write_bytes(raw)
+    r = audit([path], fail_on="double_commit")
+    assert [(q.line, q.reason) for q in r.input.quarantine] == [
+        (150_001, '"epoch" is "bad", expected an integer in int64 range'),
+        (180_001, "line is not valid UTF-8; re-encode the file as UTF-8"),
+        (190_001, "line is not valid UTF-8; re-encode the file as UTF-8")]
+    assert r.store.con.execute("SELECT count(*) FROM events WHERE line <> seq + 1").fetchone() == (0,)
