@@ -67,7 +67,7 @@ class _Key:
 
     __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "last_acq_seq", "last_seq",
                  "at_last_seq", "acquired", "evidence", "pending", "commits", "steps", "conflicts",
-                 "doubles", "touched")
+                 "emitted", "touched")
 
     def __init__(self) -> None:
         self.rec_seqs: list[int] = []      # records: acquisitions that raised the highest epoch
@@ -84,7 +84,7 @@ class _Key:
         self.commits: dict[str, dict[int, Event]] | None = None  # effect key -> epoch -> first commit
         self.steps: dict[str, dict[int, Event]] | None = None    # step id -> epoch -> first commit
         self.conflicts: set[int] | None = None
-        self.doubles: set[int] | None = None  # seqs reported as double_commit
+        self.emitted: set[tuple[Grade, int]] | None = None  # (grade, seq) of findings reported
         self.touched = 0                       # when it was last fed (the detector's event count)
 
 
@@ -152,7 +152,22 @@ class LiveDetector:
         else:
             self.late_events += 1
         self.events += 1
+        found = self._apply(st, e, s)
+        if found:
+            # One finding per (grade, seq): events sharing a seq (an ordering conflict) or fed
+            # late can reach the same conclusion twice; the batch detector reports it once.
+            emitted = st.emitted
+            if emitted is None:
+                emitted = st.emitted = set()
+            unique = []
+            for f in found:
+                if (f.grade, f.seq) not in emitted:
+                    emitted.add((f.grade, f.seq))
+                    unique.append(f)
+            found = unique
+        return found
 
+    def _apply(self, st: _Key, e: Event, s: int) -> list[Finding]:
         kind = e.kind
         if kind is _ACQ:
             self._acquire(st, e)
@@ -325,14 +340,7 @@ class LiveDetector:
                 steps[e.step_id] = {p: e}
             else:
                 self._first_of_epoch(by_step, e, doubles, True)
-        if not doubles:
-            return out
-        if st.doubles is None:
-            st.doubles = set()
         for c, epochs, unstable in doubles.values():
-            if c.seq in st.doubles:  # fed late: already reported (by the other rule)
-                continue
-            st.doubles.add(c.seq)
             n = self._owner_below(st, c.seq)
             low = epochs[0]
             t = bisect_right(st.rec_epochs, low)
@@ -389,8 +397,12 @@ class LiveDetector:
 
     def _settle(self, key: str, st: _Key, out: list[Finding]) -> None:
         if st.pending:
+            emitted = st.emitted if st.emitted is not None else set()
             for waiting in st.pending.values():
                 for a, ce, cw, t in waiting:
+                    if (Grade.STALE_ATTEMPT, a.seq) in emitted:
+                        continue  # another attempt at the same seq (an ordering conflict)
+                    emitted.add((Grade.STALE_ATTEMPT, a.seq))
                     outcome = Outcome.COMMITTED if a.sink_result is _ACCEPTED else Outcome.UNKNOWN
                     out.append(_finding(Grade.STALE_ATTEMPT, a, ce, cw, t, outcome))
             st.pending = None
