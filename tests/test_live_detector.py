@@ -83,6 +83,13 @@ RULES = [
     ("the same step and key under two epochs is the plain double commit",
      ["1 acq 1 a", step("2 com 1 a pay", "s"), "3 acq 2 b", step("4 com 2 b pay", "s")],
      [("double_commit", 4, "committed", None, [1, 2], False)]),
+    ("an ordering conflict: a commit and an unrelated stale rejection share seq 4, each judged on its own",
+     ["1 acq 1 a", "2 acq 2 b", "3 att 1 a x", ev("4 com 1 a x", event_id="m"), ev("4 rej 1 a y", event_id="n")],
+     [("stale_attempt", 3, "committed", None, [], False), ("rejected_attempt", 4, "rejected", 4, [], False),
+      ("stale_commit", 4, "committed", None, [], False)]),
+    ("two stale progress events at one seq: one finding",
+     ["1 acq 1 a", "2 acq 2 b", ev("3 prog 1 a", event_id="m"), ev("3 prog 1 c", event_id="n")],
+     [("stale_activity", 3, None, None, [], False)]),
     ("outcome_verified is never a finding",
      ["1 acq 1 a", "2 acq 2 b", "3 ver a x"], []),
 ]
