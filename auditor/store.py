@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +37,8 @@ SQL = statements("store.sql")
 #: seconds, into the terminal summary and into ``--json -``. A local setting, so per cursor too.
 QUIET = "SET enable_progress_bar = false"
 STAGE_BATCH_ROWS = 16_384
+#: DuckDB's share of memory; the audit's Python side (findings, incidents) comes on top.
+MEMORY_LIMIT = os.environ.get("AUDITOR_MEMORY_LIMIT", "800MB")
 
 #: attrs keys whose values may carry payload bodies, prompts or secrets: stored as a hash only.
 PAYLOAD_KEYS = frozenset({"payload", "prompt", "input", "output", "arguments", "result", "body",
@@ -141,11 +147,16 @@ def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
     return pa.array(out, pa.string())
 
 
+def _drop_scratch(con: duckdb.DuckDBPyConnection, scratch: str) -> None:
+    con.close()
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 class Store:
     """A DuckDB database holding normalized events, quarantined lines and per-source accounting.
 
-    ``path=None`` is an in-memory database. A file path is created on first use and extended by
-    later ingests. Opening a file another process is writing raises ``StoreLocked`` after waiting
+    ``path=None`` is a scratch database, deleted with the store. A file path is created on first
+    use and extended by later ingests. Opening a file another process is writing raises ``StoreLocked`` after waiting
     up to ``lock_timeout`` seconds.
     """
 
@@ -156,6 +167,10 @@ class Store:
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(QUIET)
+        # Bounded memory: DuckDB spills past this instead of growing with the log, and no query
+        # here depends on the order rows were inserted in.
+        self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
+        self.con.execute("SET preserve_insertion_order = false")
         self.con.create_function(
             "auditor_attrs", _attrs_batch, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
             side_effects=False, null_handling="special")
@@ -164,7 +179,7 @@ class Store:
 
     def _connect(self, lock_timeout: float, read_only: bool) -> duckdb.DuckDBPyConnection:
         if self.path is None:
-            return duckdb.connect(":memory:")
+            return self._scratch()
         deadline = time.monotonic() + lock_timeout
         while True:
             try:
@@ -183,8 +198,25 @@ class Store:
                 raise StoreError(
                     f"{self.path}: not a usable DuckDB store ({e}); point --db at a new file") from e
 
+    def _scratch(self) -> duckdb.DuckDBPyConnection:
+        """The store of an audit without ``--db``: a DuckDB file in a private temporary directory,
+        removed on close (or at exit). A file lets DuckDB keep the events compressed and page
+        them out, where in-memory rows of ten million events take 3 GB."""
+        scratch = tempfile.mkdtemp(prefix="auditor-")
+        try:
+            con = duckdb.connect(os.path.join(scratch, "audit.duckdb"))
+            con.execute("SET temp_directory = ?", [os.path.join(scratch, "spill")])
+            con.execute("PRAGMA disable_checkpoint_on_shutdown")
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        self._drop_scratch = weakref.finalize(self, _drop_scratch, con, scratch)
+        return con
+
     def close(self) -> None:
         self.con.close()
+        if self.path is None:
+            self._drop_scratch()
 
     def __enter__(self) -> "Store":
         return self
@@ -218,24 +250,27 @@ class Store:
         try:
             (source_id,) = con.execute(
                 "SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()
-            con.execute(SQL["create_staging"])
+            ((before,),) = con.execute("SELECT count(*) FROM events").fetchall()
+            lines_read = normalized = quarantined = 0
+            # The SQL reads the local variables raw_chunk and staging (DuckDB's replacement scans):
+            # a register()ed object, or rows of a scratch table, would be kept alive until the
+            # transaction ends, that is the whole file in memory.
             for raw_chunk in chunks:
                 # DuckDB scans one arrow batch per thread: smaller batches let every core work.
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS),
                                                   raw_chunk.schema)
-                con.register("raw_chunk", raw_chunk)
-                con.execute(SQL["stage"], [source_id, self.keep_payloads])
-                con.unregister("raw_chunk")
-            lines_read, normalized, quarantined = con.execute(SQL["staged_counts"]).fetchone()
-            con.execute(SQL["quarantine_staged"])
-            (before,) = con.execute("SELECT count(*) FROM events").fetchone()
-            con.execute(SQL["append_staged"])
+                staging = con.sql(SQL["stage"], params=[source_id, self.keep_payloads]).to_arrow_table()
+                ((read, good, bad),) = con.execute(SQL["staged_counts"]).fetchall()
+                lines_read, normalized, quarantined = lines_read + read, normalized + good, quarantined + bad
+                con.execute(SQL["quarantine_staged"])
+                con.execute(SQL["append_staged"])
+                del raw_chunk, staging
+            con.execute(SQL["drop_duplicates"], [source_id])
             (after,) = con.execute("SELECT count(*) FROM events").fetchone()
             added = after - before
             con.execute(
                 "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
-            con.execute("DROP TABLE staging")
             con.execute(SQL["observed_order"])
             con.execute("COMMIT")
         except BaseException:

@@ -40,11 +40,10 @@ CREATE TABLE IF NOT EXISTS quarantine (
 );
 
 -- name: stage
--- One chunk of raw lines (registered as raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR);
+-- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR);
 -- pos numbers the records of a source uniquely, bad is a reason a reader already found) normalized into the
--- staging table; a row with a reason is quarantined, a row without one is an event.
--- $1 source_id, $2 keep_payloads.
-INSERT INTO staging
+-- staged rows (the columns of events, and reason); a row with a reason is quarantined, a row
+-- without one is an event. $1 source_id, $2 keep_payloads.
 -- Speed matters here (every line of every log passes once): each line is parsed once by
 -- json_transform on the fast path, a line that opens an object right away and whose keys are all
 -- canonical and non-null, plus at most "attrs". Every other line (aliases given as null, duplicate
@@ -196,10 +195,6 @@ SELECT
     $1 AS source_id, line, reason
 FROM judged;
 
--- name: create_staging
-CREATE OR REPLACE TEMP TABLE staging AS
-SELECT *, NULL::VARCHAR AS reason FROM events LIMIT 0;
-
 -- name: quarantine_staged
 INSERT INTO quarantine SELECT source_id, line, reason FROM staging WHERE reason IS NOT NULL;
 
@@ -209,13 +204,23 @@ SELECT count(*) AS lines_read, count(*) FILTER (WHERE reason IS NULL) AS normali
 FROM staging;
 
 -- name: append_staged
+-- One chunk's events (staging: the arrow result of stage) go straight into the store, never the
+-- whole file at once; drop_duplicates then collapses what the chunks repeated.
+INSERT INTO events SELECT * EXCLUDE (reason) FROM staging WHERE reason IS NULL;
+
+-- name: drop_duplicates
 -- Exact duplicates collapse: the first observation of an event_id wins, and an event_id already
--- in the store adds nothing, which is what makes ingest idempotent.
-INSERT INTO events
-SELECT * EXCLUDE (reason) FROM staging s
-WHERE reason IS NULL
-  AND obs = (SELECT min(obs) FROM staging d WHERE d.event_id = s.event_id AND d.reason IS NULL)
-  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = s.event_id);
+-- in the store adds nothing, which is what makes ingest idempotent. Observation positions grow
+-- with the source, so both rules keep the row with the lowest obs. A 64-bit hash of the id finds
+-- the candidates (usually none) without a hash table of every id string; the ids decide.
+-- $1 the source just appended.
+DELETE FROM events WHERE rowid IN (
+    SELECT r FROM (
+        SELECT rowid AS r, obs, min(obs) OVER (PARTITION BY event_id) AS first
+        FROM events
+        WHERE hash(event_id) IN (SELECT hash(event_id) FROM events GROUP BY 1
+                                 HAVING count(*) > 1 AND bool_or(source_id = $1)))
+    WHERE obs > first);
 
 -- name: observed_order
 -- A workflow key with any event lacking seq is ordered by observation (file order) throughout.
