@@ -104,13 +104,13 @@ def emit(result, json_out: Optional[str], html_out: Optional[Path]) -> None:
     from .render.terminal import print_summary
 
     if json_out:
-        from .render.json import render_json
+        from .render.json import write_json
 
-        text = render_json(result)
         if json_out == "-":
-            sys.stdout.write(text)
+            write_json(result, sys.stdout)
         else:
-            Path(json_out).write_text(text, encoding="utf-8")
+            with open(json_out, "w", encoding="utf-8") as out:
+                write_json(result, out)
     if html_out:
         from .render.html import render_html
 

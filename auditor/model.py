@@ -8,7 +8,7 @@ people except the fixed recommended response of each grade, which the SPEC defin
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -106,6 +106,12 @@ MEANINGS: dict[Grade, str] = {
 }
 
 
+def _fields(obj: Any) -> dict[str, Any]:
+    """``asdict`` one level deep, without its deep copy: the JSON document of a big audit converts
+    hundreds of thousands of findings and incidents, and their values are immutable."""
+    return {name: getattr(obj, name) for name in obj.__slots__}
+
+
 def stable_id(prefix: str, *parts: Any) -> str:
     """A short id that depends only on its parts, so reruns and re-ingests agree."""
     text = "\x1f".join("" if p is None else str(p) for p in parts)
@@ -163,7 +169,7 @@ class Finding:
     incident_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = _fields(self)
         d["epochs"] = list(self.epochs)
         return d
 
@@ -178,7 +184,7 @@ class Diagnostic:
     detail: str
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +237,12 @@ class Incident:
     finding_ids: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = _fields(self)
+        d["displaced"], d["current"] = _fields(self.displaced), _fields(self.current)
+        d["first_stale"] = None if self.first_stale is None else _fields(self.first_stale)
+        d["last_stale"] = None if self.last_stale is None else _fields(self.last_stale)
         d["effect_keys"] = list(self.effect_keys)
-        d["effects"] = [asdict(e) for e in self.effects]
+        d["effects"] = [_fields(e) for e in self.effects]
+        d["grades"] = dict(self.grades)
         d["finding_ids"] = list(self.finding_ids)
         return d

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
     from .store import Store
 
 SCHEMA = "split-brain-audit/1"
+LISTS = ("incidents", "findings", "diagnostics", "workflows")  # the document's long lists
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,18 +95,22 @@ class AuditResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document of SPEC section 4 (keys stable, lists sorted by workflow key then seq)."""
-        inp = asdict(self.input)
+        return {k: v if k not in LISTS else list(v) for k, v in self.document().items()}
+
+    def document(self) -> dict[str, Any]:
+        """``to_dict()`` with the long lists (``LISTS``) as lazy iterators of item dicts, for a
+        renderer that writes them one by one: those of a big audit do not fit in memory as dicts."""
         return {
             "schema": SCHEMA,
             "verdict": self.verdict,
             "fail_on": self.fail_on.value,
             "ordering": self.ordering,
-            "input": inp,
+            "input": asdict(self.input),
             "summary": self.summary(),
-            "incidents": [i.to_dict() for i in self.incidents],
-            "findings": [f.to_dict() for f in self.findings],
-            "diagnostics": [d.to_dict() for d in self.diagnostics],
-            "workflows": [asdict(w) for w in self.workflows],
+            "incidents": (i.to_dict() for i in self.incidents),
+            "findings": (f.to_dict() for f in self.findings),
+            "diagnostics": (d.to_dict() for d in self.diagnostics),
+            "workflows": ({name: getattr(w, name) for name in w.__slots__} for w in self.workflows),
         }
 
     def expected_triples(self) -> set[tuple[str, str, int]]:

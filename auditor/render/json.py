@@ -1,12 +1,18 @@
 """The JSON document of SPEC section 4: stable keys, lists sorted by workflow key then seq, and
-byte-identical output for the same input (no run timestamps)."""
+byte-identical output for the same input (no run timestamps).
+
+The envelope is indented; each incident, finding, diagnostic and workflow is one line of compact
+JSON. A big audit has hundreds of thousands of them: they are encoded one by one by the C encoder
+and written as they go, never held as one string (``json.dumps(indent=...)`` is pure Python).
+"""
 
 from __future__ import annotations
 
+import io
 import json
-from typing import Any
+from typing import IO, Any
 
-from ..result import AuditResult
+from ..result import LISTS, AuditResult
 
 
 def _default(value: Any) -> Any:
@@ -16,4 +22,23 @@ def _default(value: Any) -> Any:
 
 
 def render_json(result: AuditResult) -> str:
-    return json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=_default) + "\n"
+    out = io.StringIO()
+    write_json(result, out)
+    return out.getvalue()
+
+
+def write_json(result: AuditResult, out: IO[str]) -> None:
+    """Write the document to ``out``, list items one per line, as they are encoded."""
+    item = json.JSONEncoder(ensure_ascii=False, default=_default).encode
+    out.write("{")
+    for n, (key, value) in enumerate(result.document().items()):
+        out.write(("," if n else "") + f"\n  {json.dumps(key)}: ")
+        if key not in LISTS:
+            out.write(json.dumps(value, indent=2, ensure_ascii=False, default=_default).replace("\n", "\n  "))
+            continue
+        first = True
+        for entry in value:
+            out.write(("[\n    " if first else ",\n    ") + item(entry))
+            first = False
+        out.write("[]" if first else "\n  ]")
+    out.write("\n}\n")
