@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.sampling import AlwaysRecordSampler, Decision, SamplingResult
 from opentelemetry.util._once import Once
 
-from .detect.live import LiveDetector, LiveEvent
+from .detect.live import LiveDetector, LiveEvent, rfc3339
 from .model import Confidence, Event, Finding, Grade, Kind, Owner, Reporter, SinkResult
 
 __all__ = ["AuditSpanProcessor", "AuditAllSampler", "map_span", "span_records", "span_events", "event_from_record", "MappingError",
@@ -136,22 +136,6 @@ def _kind_name(v: Any) -> Any:
     return v[len(PREFIX):] if isinstance(v, str) and v.startswith(PREFIX) else v
 
 
-_last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
-
-
-def rfc3339(ns: int) -> str:
-    """Nanoseconds since the epoch as RFC 3339 UTC, to the microsecond (what DuckDB parses)."""
-    secs, rest = divmod(int(ns), 1_000_000_000)
-    cache = _last_second
-    if cache[0] == secs:
-        head = cache[1]
-    else:
-        head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-        cache[0], cache[1] = secs, head
-    micros = rest // 1000
-    return f"{head}.{micros:06d}Z" if micros else head + "Z"
-
-
 def _plain(mapping: Any) -> Mapping[str, Any]:
     """The dict inside the SDK's ``BoundedAttributes`` (its mapping methods take Python-level
     calls per key); any other mapping as it is."""
@@ -192,15 +176,18 @@ def span_events(span: ReadableSpan) -> list[LiveEvent] | None:
     building the records, as ``LiveEvent`` tuples; None when one of them needs
     ``event_from_record``'s checks (an alias, a string integer, a missing field...).
 
-    Same fields and values (pinned by tests/test_otel.py), except ``attrs``, which is only
-    ``{"otel.capped": True}`` for capped spans: live detection reads nothing else from it.
+    Same fields and values (pinned by tests/test_otel.py), except three the live detector
+    does not need built per event: ``ts`` stays the span's nanoseconds (findings render it),
+    ``event_id`` is None (events at one seq are then compared by value), and ``attrs`` is only
+    ``{"otel.capped": True}`` for capped spans.
     """
-    try:
+    try:  # the SDK's own containers (BoundedAttributes, BoundedList); anything else: checked path
         raw_attrs, raw_events, ctx = span._attributes, span._events, span._context
+        attrs, events = raw_attrs._dict, raw_events._dq
+        capped = bool(raw_attrs.dropped or raw_events.dropped)
     except AttributeError:
         return None
     fields = OWNERSHIP_ATTRIBUTES
-    attrs = _plain(raw_attrs)
     base = {fields[k]: v for k, v in attrs.items() if k in fields}
     if "worker" not in base:
         resource = span._resource
@@ -208,31 +195,30 @@ def span_events(span: ReadableSpan) -> list[LiveEvent] | None:
             worker = _plain(resource.attributes).get("service.instance.id")
             if worker is not None:
                 base["worker"] = worker
-    capped = bool(_dropped(raw_attrs) or getattr(raw_events, "dropped", 0))
-    prefix = (f"otel:{ctx.trace_id:032x}:{ctx.span_id:016x}:" if ctx is not None
-              else f"otel:{'0' * 32}:{'0' * 16}:")
     out: list[LiveEvent] = []
     span_kind = attrs.get(_EVENT_ATTR)
     if span_kind is not None:
-        start = span._start_time
-        e = _typed_event(base, _kind_name(span_kind), None if start is None else rfc3339(start),
-                         prefix + "span", capped)
+        e = _typed_event(base, _kind_name(span_kind), span._start_time, capped)
         if e is None:
             return None
         out.append(e)
-    for i, ev in enumerate(getattr(raw_events, "_dq", raw_events)):  # BoundedList copies to iterate
-        name = ev.name
+    for ev in events:
+        name = ev._name
         if not name.startswith(PREFIX):
             continue
-        ev_raw = getattr(ev, "_attributes", None)
+        ev_raw = ev._attributes
         f = base
-        if ev_raw:
-            own = {fields[k]: v for k, v in _plain(ev_raw).items() if k in fields}
-            if own:
-                f = {**base, **own}
-        ts = ev.timestamp
-        e = _typed_event(f, name[10:], None if ts is None else rfc3339(ts), prefix + str(i),
-                         capped or bool(_dropped(ev_raw)))
+        ev_capped = capped
+        if ev_raw is not None:
+            try:
+                ev_attrs, ev_capped = ev_raw._dict, capped or bool(ev_raw.dropped)
+            except AttributeError:
+                return None
+            if ev_attrs:
+                own = {fields[k]: v for k, v in ev_attrs.items() if k in fields}
+                if own:
+                    f = {**base, **own}
+        e = _typed_event(f, name[10:], ev._timestamp, ev_capped)
         if e is None:
             return None
         out.append(e)
@@ -244,7 +230,7 @@ _MAX = (1 << 63) - 1
 _MIN = -(1 << 63)
 
 
-def _typed_event(f: dict[str, Any], kind_name: Any, ts: str | None, event_id: str, capped: bool) -> LiveEvent | None:
+def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | None, capped: bool) -> LiveEvent | None:
     """``event_from_record``'s fast path over the mapped fields ``f``; None when it does not apply."""
     kind = _KINDS.get(kind_name) if type(kind_name) is str else None
     get = f.get
@@ -270,7 +256,7 @@ def _typed_event(f: dict[str, Any], kind_name: Any, ts: str | None, event_id: st
         if rep is None:
             return None
     return LiveEvent(s, key, kind, epoch, worker or "unknown", effect_key, sink, sr, rep, step_id, ts,
-                     event_id, _CAPPED if capped else None)
+                     None, _CAPPED if capped else None)
 
 
 # Records -> events for the live detector. The batch door sends the same records through the
@@ -517,8 +503,7 @@ class AuditSpanProcessor(SpanProcessor):
             if self._shutdown:
                 self.dropped_after_shutdown += 1
                 return
-            if self._pid != os.getpid():
-                self._reset_once.do_once(self._at_fork_reinit)
+            # A forked child was re-initialized by the at-fork hook (no getpid per span).
             try:  # the SDK's containers, without the copies its properties make
                 attrs = span._attributes._dict
                 events = span._events._dq
@@ -600,17 +585,23 @@ class AuditSpanProcessor(SpanProcessor):
         queue = self._queue
         n = len(queue)
         persist = self._db is not None
-        observed = self._observed
+        observed, pending, counter, push = self._observed, self._pending, self._counter, heapq.heappush
         for _ in range(n):
             span = queue.popleft()
             try:
                 events = None if persist else span_events(span)
                 if events is not None:
-                    for event in events:
-                        if event.workflow_key in observed:
-                            self._admit_observed(event.workflow_key, event)
-                        else:
-                            self._admit_event(event, now)
+                    for event in events:  # _admit_event, inlined: this loop runs per event
+                        key = event.workflow_key
+                        if key in observed:
+                            self._admit_observed(key, event)
+                            continue
+                        if event.attrs is not None:
+                            self._lower((key, event.seq), Confidence.MEDIUM)
+                        heap = pending.get(key)
+                        if heap is None:
+                            heap = pending[key] = []
+                        push(heap, (event.seq, "", next(counter), now, event))
                     continue
                 records = span_records(span)
             except Exception:  # noqa: BLE001

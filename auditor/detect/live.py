@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -36,6 +37,7 @@ class LiveEvent(NamedTuple):
 
     ``LiveDetector`` reads events by attribute only, so it takes either; a frozen dataclass
     costs more to build than the detector spends on the event (the span processor's case).
+    ``ts`` may also be OTel's nanoseconds since the epoch: findings render it as RFC 3339.
     """
 
     seq: int
@@ -48,9 +50,26 @@ class LiveEvent(NamedTuple):
     sink_result: SinkResult | None = None
     reporter: Reporter | None = None
     step_id: str | None = None
-    ts: str | None = None
+    ts: str | int | None = None
     event_id: str | None = None
     attrs: dict[str, Any] | None = None
+
+
+_last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
+
+
+def rfc3339(ns: int) -> str:
+    """Nanoseconds since the epoch as RFC 3339 UTC, to the microsecond (what DuckDB parses)."""
+    secs, rest = divmod(int(ns), 1_000_000_000)
+    cache = _last_second
+    if cache[0] == secs:
+        head = cache[1]
+    else:
+        head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+        cache[0], cache[1] = secs, head
+    micros = rest // 1000
+    return f"{head}.{micros:06d}Z" if micros else head + "Z"
+
 
 
 _ACQ = Kind.LEASE_ACQUIRED
@@ -96,7 +115,8 @@ def _finding(grade: Grade, e: Event, cur_epoch: int | None, cur_worker: str | No
         id=stable_id("f-", k, grade, e.seq), grade=grade, workflow_key=k, seq=e.seq, kind=e.kind,
         epoch=e.epoch, worker=e.worker, current_epoch=cur_epoch, current_worker=cur_worker,
         transition_seq=transition, effect_key=e.effect_key, step_id=e.step_id, sink=e.sink,
-        reporter=None if e.reporter is None else str(e.reporter), ts=e.ts, outcome=outcome,
+        reporter=None if e.reporter is None else str(e.reporter),
+        ts=rfc3339(e.ts) if type(e.ts) is int else e.ts, outcome=outcome,
         receipt_seq=receipt, epochs=epochs, unstable_effect_key=unstable,
         incident_id=stable_id("i-", k, e.epoch if incident_epoch is None else incident_epoch))
 
