@@ -48,6 +48,9 @@ CASES = {
         ["1 acq 5 a", "2 acq 3 b", "3 prog 4 c"], [("stale_activity", 3)]),
     "an equal epoch is not stale": (
         ["1 acq 2 a", "2 acq 2 b", "3 prog 2 a"], []),
+    "a rejection is a receipt only for attempts of its own triple, even sharing a seq": (
+        ["1 acq 2 a", "2 acq 0 b", "3 att 1 c y", "4 att 0 b y", "5 com 0 b y", "5 rej 1 c x"],
+        [("stale_attempt", 3), ("stale_attempt", 4), ("rejected_attempt", 5), ("stale_commit", 5)]),
     "two takeovers: the displacement is the first higher acquisition": (
         ["1 acq 1 a", "2 acq 2 b", "3 acq 3 c", "4 prog 1 a", "5 prog 2 b"],
         [("stale_activity", 4), ("stale_activity", 5)]),
@@ -65,6 +68,12 @@ def test_transition_and_current_owner(audit_events):
     r = audit_events(history("1 acq 1 a", "2 acq 2 b", "3 acq 3 c", "4 prog 1 a"))
     (f,) = r.findings
     assert (f.transition_seq, f.current_epoch, f.current_worker, f.epoch, f.worker) == (2, 3, "c", 1, "a")
+
+
+def test_a_double_commits_transition_never_comes_after_it(audit_events):
+    r = audit_events(history("1 acq 0 a", "4 acq 1 b", "3 com 0 a x", "2 com 1 b x"))
+    (f,) = r.findings
+    assert (f.grade, f.seq, f.epochs, f.transition_seq) == (Grade.DOUBLE_COMMIT, 3, (0, 1), None)
 
 
 def test_rejected_attempt_carries_its_receipt(audit_events):

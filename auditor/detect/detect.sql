@@ -98,7 +98,8 @@ WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
   AND NOT EXISTS (
       SELECT 1 FROM resolutions r JOIN stale a ON a.k = r.k AND a.s = r.s AND a.epoch = r.epoch
           AND a.effect_key = r.effect_key
-      WHERE r.k = st.k AND r.r_seq = st.s AND a.kind = 'effect_attempted')
+      WHERE r.k = st.k AND r.r_seq = st.s AND r.epoch = st.epoch AND r.effect_key = st.effect_key
+        AND a.kind = 'effect_attempted')
 UNION ALL
 SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false
 FROM stale WHERE kind = 'effect_committed'
@@ -115,9 +116,11 @@ GROUP BY k, s;
 
 -- name: finding_rows
 -- The findings with the evidence of the event they sit on and the owner at that point: the
--- highest epoch acquired at a lower seq (the latest record before it).
+-- highest epoch acquired at a lower seq (the latest record before it). A double commit's
+-- transition is its lowest epoch's displacement, when that came before the commit.
 SELECT f.grade, f.k, f.s, e.kind, e.epoch, e.worker, c.epoch AS current_epoch,
-       c.worker AS current_worker, coalesce(f.t_seq, d.t_seq) AS transition_seq,
+       c.worker AS current_worker,
+       coalesce(f.t_seq, CASE WHEN d.t_seq < f.s THEN d.t_seq END) AS transition_seq,
        e.effect_key, e.step_id, e.sink, e.reporter, e.ts, f.outcome, f.receipt_seq,
        f.epochs, f.unstable, e.ts_utc, e.attrs
 FROM (SELECT DISTINCT ON (f.grade, f.k, f.s) f.*, e.event_id
