@@ -130,21 +130,19 @@ def _attrs_udf(line: str, keep_payloads: bool) -> str | None:
 
 
 def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
-    """``_attrs_udf`` over one vector of values: one Python call per vector, not per line, and
-    each distinct value decoded once (the same few attrs repeat across a log)."""
+    """``_attrs_udf`` over one vector of values, each distinct value decoded once: the same few
+    attrs repeat across a log, and arrow matches them up without a Python step per line."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    seen: dict[tuple[str, bool], str | None] = {}
-    out = []
-    for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist()):
-        if line is None:
-            out.append(None)
-            continue
-        attrs = seen.get((line, keep), seen)
-        if attrs is seen:
-            attrs = seen[(line, keep)] = _attrs_udf(line, keep)
-        out.append(attrs)
-    return pa.array(out, pa.string())
+    keeps = pc.unique(keep_payloads).to_pylist()
+    if len(keeps) != 1:  # never from store.sql, whose keep_payloads is one bound parameter
+        return pa.array([None if line is None else _attrs_udf(line, keep)
+                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
+    distinct = pc.unique(lines)
+    attrs = pa.array([None if line is None else _attrs_udf(line, keeps[0]) for line in distinct.to_pylist()],
+                     pa.string())
+    return pc.take(attrs, pc.index_in(lines, value_set=distinct))
 
 
 def _drop_scratch(con: duckdb.DuckDBPyConnection, scratch: str) -> None:

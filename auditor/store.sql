@@ -129,15 +129,19 @@ WITH decoded AS (
            CASE WHEN fast THEN coalesce(j.effect_key, j.idempotency_key)
                 ELSE coalesce(v[14], v[15]) END AS effect_key,
            CASE WHEN fast THEN j.sink ELSE v[16] END AS sink,
-           lower(trim(CASE WHEN fast THEN j.sink_result ELSE v[17] END)) AS sink_result_s,
-           lower(trim(CASE WHEN fast THEN j.reporter ELSE v[18] END)) AS reporter,
+           CASE WHEN fast AND j.sink_result IN ('accepted', 'rejected', 'unknown') THEN j.sink_result
+                ELSE lower(trim(CASE WHEN fast THEN j.sink_result ELSE v[17] END)) END AS sink_result_s,
+           CASE WHEN fast AND j.reporter IN ('coordinator', 'sink', 'worker', 'verifier') THEN j.reporter
+                ELSE lower(trim(CASE WHEN fast THEN j.reporter ELSE v[18] END)) END AS reporter,
            CASE WHEN fast THEN j.step_id ELSE v[19] END AS step_id,
            CASE WHEN fast THEN j.ts ELSE v[20] END AS ts,
            CASE WHEN fast THEN j.event_id ELSE v[21] END AS event_id
     FROM fields
 ), kinds AS (
     SELECT *,
-           regexp_replace(lower(trim(kind_s)), '^.*\.', '') AS kind_raw,
+           CASE WHEN kind_s IN ('lease_acquired', 'progress', 'effect_attempted', 'effect_committed',
+                                'outcome_verified') THEN kind_s  -- as written, skip the regex
+                ELSE regexp_replace(lower(trim(kind_s)), '^.*\.', '') END AS kind_raw,
            CASE WHEN seq_t IN ('BIGINT', 'UBIGINT', 'VARCHAR')
                  AND regexp_full_match(trim(seq_s), '[+-]?[0-9]+')
                 THEN try_cast(trim(seq_s) AS BIGINT) END AS seq,
