@@ -346,3 +346,19 @@ def test_csv_line_numbers_hold_in_a_big_file_and_around_refused_lines(tmp_path):
         (180_001, "line is not valid UTF-8; re-encode the file as UTF-8"),
         (190_001, "line is not valid UTF-8; re-encode the file as UTF-8")]
     assert r.store.con.execute("SELECT count(*) FROM events WHERE line <> seq + 1").fetchone() == (0,)
+
+
+def test_parquet_line_numbers_are_row_numbers_across_row_groups(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 300_000
+    seqs = list(range(1, n + 1))
+    epochs = [1] * n
+    epochs[250_000] = -5
+    path = tmp_path / "row_groups.parquet"
+    pq.write_table(pa.table({"seq": seqs, "workflow_key": [f"k{i % 100}" for i in seqs],
+                             "kind": ["progress"] * n, "epoch": epochs}), path, row_group_size=20_000)
+    r = audit([path], fail_on="double_commit")
+    assert [(q.line, q.reason) for q in r.input.quarantine] == [(250_001, '"epoch" is -5, expected an integer >= 0')]
+    assert r.store.con.execute("SELECT count(*) FROM events WHERE line <> seq").fetchone() == (0,)

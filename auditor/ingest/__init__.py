@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -33,6 +34,9 @@ CHUNK_BYTES = 32 << 20
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".log": "jsonl",
              ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 _COMPRESSED = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
+#: The Collector's file exporter writes one export request per line, ``{"resourceSpans": ...``.
+#: Only the first line decides: canonical events may well mention resourceSpans in their attrs.
+_OTLP_FIRST_LINE = re.compile(rb'(?:\xef\xbb\xbf)?\s*\{\s*"resourceSpans"\s*:')
 
 Progress = Callable[[int], None]  # called with the number of input bytes just consumed
 
@@ -253,7 +257,12 @@ def detect_format(source: Source) -> str:
         raise InputError(f"{source.name}: cannot read: {e}") from e
     if head[:4] == b"PAR1":
         return "parquet"
-    if by_name in (None, "jsonl") and b'"resourceSpans"' in head[:4096]:
+    from .otlp import is_framed
+
+    with open(source.path, "rb") as raw:
+        if is_framed(raw.read(8)):  # the Collector's zstd layout: a size prefix, then a frame
+            return "otlp"
+    if by_name in (None, "jsonl") and _OTLP_FIRST_LINE.match(head):
         return "otlp"
     if by_name:
         return by_name
@@ -380,19 +389,21 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         first = 2
         if params[1] != "none" and not _intact(source.path):
             raise _ReadCarefully()  # DuckDB would stop silently at the cut of a zstd frame
+        query = f"SELECT to_json(t)::BLOB AS raw FROM {reader} t"
     else:
-        reader = "read_parquet(?)"
+        # Parquet says which row each one is: numbering does not depend on the scan's output order.
+        query = ("SELECT to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))::BLOB AS raw, "
+                 "file_row_number + 1 AS line FROM read_parquet(?, file_row_number = true)")
         params = [str(source.path)]
         first = 1
     cur = store.con.cursor()
     cur.execute(QUIET)
     try:
-        batches = cur.sql(f"SELECT to_json(t)::BLOB AS raw FROM {reader} t",
-                          params=params).to_arrow_reader(batch_rows)
+        batches = cur.sql(query, params=params).to_arrow_reader(batch_rows)
         line = first
         for batch in batches:
             n = batch.num_rows
-            lines = pa.array(range(line, line + n), pa.int64())
+            lines = batch.column(1) if batch.num_columns > 1 else pa.array(range(line, line + n), pa.int64())
             yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
                             "bad": pa.nulls(n, pa.string())})
             line += n

@@ -93,6 +93,8 @@ TEXT = {
         b'{"seq": 3, "workflow_key": "k", "kind": "progress", "epoch": 1, "attrs": '
         + b"[" * 3000 + b"]" * 3000 + b"}",
         b'{"seq": 4, "workflow_key": "k", "kind": "progress", "epoch": 1, "attrs": ' + b"[" * 3000 + b"}"),
+    "mentions_resource_spans.jsonl": lines(
+        b'"resourceSpans"', ev(1, "lease_acquired", attrs={"resourceSpans": []}), ev(2)),
     "csv_missing_columns.csv": b"seq,workflow_key,kind,epoch\n1,k,lease_acquired,1\n2,k,progress\n3,k\n4\n5,k,progress,1\n",
     "csv_no_epoch_column.csv": b"seq,workflow_key,kind\n1,k,lease_acquired\n2,k,progress\n",
     "csv_extra_columns.csv": b"seq,workflow_key,kind,epoch\n1,k,lease_acquired,1\n2,k,progress,1,EXTRA,MORE\n3,k,progress,1\n",
