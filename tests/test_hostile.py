@@ -328,9 +328,10 @@ def test_html_report_neutralizes_ansi_escapes(tmp_path):
 
 def test_csv_line_numbers_hold_in_a_big_file_and_around_refused_lines(tmp_path):
     """Rows are numbered by position (header = line 1); lines DuckDB refuses keep their own number."""
-    rows = ["seq,workflow_key,kind,epoch"] + [f"{i},k{i % 100},progress,1" for i in range(1, 200_001)]
-    rows[1] = "1,k1,lease_acquired,1"
-    rows[150_000] = "150000,k0,progress,bad"
+    pad = "p" * 200  # 46 MB: DuckDB's parallel scanner would hand the rows back out of order
+    rows = ["seq,workflow_key,kind,epoch,note"] + [f"{i},k{i % 100},progress,1,{pad}" for i in range(1, 200_001)]
+    rows[1] = f"1,k1,lease_acquired,1,{pad}"
+    rows[150_000] = f"150000,k0,progress,bad,{pad}"
     path = tmp_path / "big.csv"
     path.write_text("\n".join(rows) + "\n")
     r = audit([path], fail_on="double_commit")

@@ -418,7 +418,11 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         progress(source.size)
 
 
-_CSV_OPTIONS = "all_varchar = true, header = true, null_padding = true, strict_mode = false"
+# parallel = false: rows are numbered by the order they come back in, which only one scanning
+# thread keeps once preserve_insertion_order is off (the store turns it off, for speed, globally);
+# it is also what lets quoted newlines and null_padding go together.
+_CSV_OPTIONS = ("all_varchar = true, header = true, null_padding = true, strict_mode = false, "
+                "parallel = false")
 
 #: What DuckDB's CSV reader calls a refused line, in the words of the quarantine.
 _CSV_REJECTS = {
@@ -463,9 +467,7 @@ def careful_csv_chunks(store: Store, source: Source, progress: Progress | None =
     cur = store.con.cursor()
     cur.execute(QUIET)
     try:
-        # parallel = false: the parallel scanner refuses quoted newlines together with null_padding.
-        reader = (f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, parallel = false, "
-                  f"max_line_size = {64 << 20}")
+        reader = f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, max_line_size = {64 << 20}"
         [(good,)] = cur.execute(  # fetchall: the rejects table exists once the result is drained
             f"SELECT count(to_json(t)) FROM {reader}, store_rejects = true, "
             "rejects_table = 'auditor_rejects', rejects_scan = 'auditor_scans') t",
