@@ -292,7 +292,8 @@ class Store:
 
     def input_summary(self, first: int = 20) -> InputSummary:
         lines_read, events, duplicates, quarantined = self.con.execute(SQL["totals"]).fetchone()
-        files = [r[0] for r in self.con.execute("SELECT name FROM sources ORDER BY source_id").fetchall()]
+        files = [r[0] for r in self.con.execute(  # a live processor appends one name many times
+            "SELECT name FROM sources GROUP BY name ORDER BY min(source_id)").fetchall()]
         sample = [QuarantinedLine(*r) for r in self.con.execute(SQL["quarantine_first"], [first]).fetchall()]
         return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), sample)
 

@@ -647,6 +647,8 @@ def test_read_otlp_reads_the_file_exporters_zstd_layouts(tmp_path):
     native.write_bytes(native.read_bytes()[:-100])
     assert list(read_otlp(native)) == [r for r in plain if r[0] == 1] + [
         (2, None, "the zstd stream is cut short (the file is truncated); the lines before it were read")]
-    done = run_cli("audit", "--format", "otlp", str(framed), "--json", "-")
-    assert done.returncode == 1, done.stderr
-    assert [(f["grade"], f["workflow_key"], f["seq"]) for f in json.loads(done.stdout)["findings"]] == SEED_FINDINGS
+    for args in (["--format", "otlp", str(framed)], [str(framed)]):  # the size prefix is sniffed
+        done = run_cli("audit", *args, "--json", "-")
+        assert done.returncode == 1, done.stderr
+        assert [(f["grade"], f["workflow_key"], f["seq"])
+                for f in json.loads(done.stdout)["findings"]] == SEED_FINDINGS
