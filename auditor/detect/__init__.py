@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, stable_id
 from ..sql import statements
@@ -17,7 +16,15 @@ from ..store import Store
 SQL = statements("detect/detect.sql")
 
 _BUILD = ("acquisitions", "records", "displacement", "stale", "effects", "resolutions",
-          "first_commits", "step_commits", "findings")
+          "first_commits", "step_commits", "findings", "finding_keys")
+
+
+# Value -> member by dict: Grade(value) and friends cost a microsecond each on Python 3.11.
+_GRADES = {g.value: g for g in Grade}
+_KINDS = {k.value: k for k in Kind}
+_OUTCOMES = {o.value: o for o in Outcome}
+_DOUBLE = Grade.DOUBLE_COMMIT
+_RANK = {g: g.rank for g in Grade}
 
 
 def finding_id(workflow_key: str, grade: Grade | str, seq: int) -> str:
@@ -30,7 +37,9 @@ class Detection:
 
     findings: list[Finding]
     diagnostics: list[Diagnostic]
-    workflows: list[dict[str, Any]]          # workflow_key, events, acquisitions, observed
+    # (workflow_key, events, acquisitions, observed, handovers) of every key, sorted by key
+    workflows: list[tuple[str, int, int, bool, int]]
+    # The rest covers the keys with findings only: a big audit has a million clean keys.
     handovers: list[tuple[str, int, int, str]]  # (workflow_key, seq, epoch, worker) raising the epoch
     verifications: dict[tuple[str, str], int]   # (workflow_key, effect_key) -> last outcome_verified seq
     acquirers: dict[tuple[str, int], str]       # (workflow_key, epoch) -> worker who acquired it
@@ -49,31 +58,32 @@ def detect(store: Store) -> Detection:
         findings, finding_ts, capped = [], {}, set()
         for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
              sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs) in rows:
-            g = Grade(grade)
+            g = _GRADES[grade]
             fid = finding_id(k, g, s)
+            # The incident is that of the displaced epoch (explain.displaced_epoch), as the live
+            # detector fills it in: explain then keeps the finding instead of copying it.
+            displaced = min(epochs) if g is _DOUBLE and epochs else epoch
             findings.append(Finding(
-                id=fid, grade=g, workflow_key=k, seq=s, kind=Kind(kind), epoch=epoch, worker=worker,
+                id=fid, grade=g, workflow_key=k, seq=s, kind=_KINDS[kind], epoch=epoch, worker=worker,
                 current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
                 effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
-                outcome=Outcome(outcome) if outcome else None, receipt_seq=receipt,
-                epochs=tuple(epochs or ()), unstable_effect_key=bool(unstable)))
+                outcome=_OUTCOMES[outcome] if outcome else None, receipt_seq=receipt,
+                epochs=tuple(epochs or ()), unstable_effect_key=bool(unstable),
+                incident_id=stable_id("i-", k, displaced)))
             finding_ts[fid] = ts_utc
             if attrs and '"otel.capped": true' in attrs:
                 capped.add(fid)
-        findings.sort(key=lambda f: (f.workflow_key, f.seq, f.grade.rank))
+        findings.sort(key=lambda f: (f.workflow_key, f.seq, _RANK[f.grade]))
 
         diagnostics = sorted(
             (Diagnostic(stable_id("d-", k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
              for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
             key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
-        workflows = [
-            {"workflow_key": k, "events": n, "acquisitions": a, "observed": bool(o)}
-            for k, n, a, o in con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()]
+        workflows = con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()
         handovers = [tuple(r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]
         verifications = {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()}
         acquirers = {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()}
-        transition_ts = {(k, s): t for k, s, t in con.execute(
-            "SELECT k, s, ts_utc FROM records WHERE handover").fetchall()}
+        transition_ts = {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()}
         (newest,) = con.execute(SQL["newest_ts"]).fetchone()
     finally:
         con.execute(SQL["drop"])
