@@ -45,19 +45,23 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cli(*args), cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-def state(db: Path) -> dict:
-    """Everything an audit reads, independent of the order files were ingested in."""
+def state(db: Path, names: dict[str, str] | None = None) -> dict:
+    """Everything an audit reads, independent of the order files were ingested in (``names``
+    renames sources, for a file that was read from standard input)."""
+    import hashlib
+
+    rename = (names or {}).get
     con = duckdb.connect(str(db), read_only=True)
     try:
-        sources = con.execute("SELECT name, lines_read, events, duplicates, quarantined FROM sources "
-                              "ORDER BY name").fetchall()
-        events = con.execute(
-            "SELECT count(*), md5(string_agg(e.event_id || ' ' || s.name || ':' || e.line, ',' "
-            "ORDER BY e.event_id)) FROM events e JOIN sources s USING (source_id)").fetchone()
+        sources = sorted((rename(name, name), *counts) for name, *counts in con.execute(
+            "SELECT name, lines_read, events, duplicates, quarantined FROM sources").fetchall())
+        rows = sorted(f"{eid} {rename(name, name)}:{line}" for eid, name, line in con.execute(
+            "SELECT e.event_id, s.name, e.line FROM events e JOIN sources s USING (source_id)").fetchall())
         quarantine = con.execute("SELECT count(*) FROM quarantine").fetchone()
     finally:
         con.close()
-    return {"sources": sources, "events": events, "quarantine": quarantine}
+    return {"sources": sources, "events": (len(rows), hashlib.md5(",".join(rows).encode()).hexdigest()),
+            "quarantine": quarantine}
 
 
 def findings(db: Path) -> list[str]:
@@ -128,8 +132,10 @@ LOCKED = "another process is using this DuckDB store; wait for it to finish (or 
 
 def test_a_second_writer_fails_clearly_or_waits_and_the_file_stays_whole(logs, tmp_path):
     db, wal = tmp_path / "shared.duckdb", tmp_path / "shared.duckdb.wal"
-    first = subprocess.Popen(cli("ingest", str(logs.big), "--db", str(db)), cwd=ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The first writer reads big.jsonl from standard input: it holds the store from the moment it
+    # opens it until the test closes the pipe, so "while it runs" is not a race against its speed.
+    first = subprocess.Popen(cli("ingest", "-", "--db", str(db)), cwd=ROOT, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_for(wal.exists, first, "the first writer opened the store")  # its schema commit
         losers = [subprocess.Popen(cli(*args), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -139,9 +145,12 @@ def test_a_second_writer_fails_clearly_or_waits_and_the_file_stays_whole(logs, t
         for p in losers:
             out, err = p.communicate(timeout=300)
             assert (p.returncode, err.strip(), out) == (2, f"Error: {db}: {LOCKED}", "")
-        assert first.poll() is None, "the first writer finished before the others tried; make the log bigger"
         waiter = subprocess.Popen(cli("ingest", str(SEED), str(logs.small), "--db", str(db), "--wait", "300"),
                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        assert waiter.poll() is None  # waiting for the store
+        first.stdin.write(logs.big.read_bytes())
+        first.stdin.close()
         out, err = waiter.communicate(timeout=300)
         assert first.poll() is not None, "the waiter should only get in once the first writer is done"
     finally:
@@ -149,7 +158,7 @@ def test_a_second_writer_fails_clearly_or_waits_and_the_file_stays_whole(logs, t
     assert first.returncode == 0, first.stderr.read()
     assert waiter.returncode == 0, err
     assert f"{SEED}: 16 lines read = 16 events + 0 duplicates + 0 quarantined" in out
-    assert state(db) == logs.state
+    assert state(db, names={"<stdin>": str(logs.big)}) == logs.state
     assert findings(db) == logs.findings
 
 
