@@ -363,3 +363,14 @@ def test_parquet_line_numbers_are_row_numbers_across_row_groups(tmp_path):
     r = audit([path], fail_on="double_commit")
     assert [(q.line, q.reason) for q in r.input.quarantine] == [(250_001, '"epoch" is -5, expected an integer >= 0')]
     assert r.store.con.execute("SELECT count(*) FROM events WHERE line <> seq").fetchone() == (0,)
+
+
+def test_standard_input_leaves_no_copy_behind(tmp_path):
+    """The spooled copy of standard input holds raw payloads: it goes once read, even on an Error."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    seed = (FIXTURES / "seed_split_brain.jsonl").read_bytes()
+    for args in (["audit", "-"], ["audit", "-", str(tmp_path / "missing.jsonl")], ["audit", "-", "--format", "parquet"]):
+        p = subprocess.run([sys.executable, "-m", "auditor", *args], cwd=ROOT, input=seed, env=env,
+                           capture_output=True, timeout=120)
+        assert p.returncode in (1, 2) and b"Traceback" not in p.stderr
+    assert list(tmp_path.glob("auditor-stdin-*")) == []

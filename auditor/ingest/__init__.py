@@ -9,6 +9,7 @@ same SQL normalizer in ``store.sql``.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import io
 import os
@@ -127,6 +128,8 @@ def _supported(path: Path) -> bool:
 
 def _spool_stdin() -> Source:
     tmp = tempfile.NamedTemporaryFile(prefix="auditor-stdin-", delete=False)
+    # The copy holds the raw input, payloads included: gone once read (read_source), or at exit.
+    atexit.register(Path(tmp.name).unlink, missing_ok=True)
     with tmp:
         shutil.copyfileobj(sys.stdin.buffer, tmp, 1 << 20)
     return Source("<stdin>", Path(tmp.name), os.path.getsize(tmp.name))
@@ -281,6 +284,15 @@ def digest_of(path: Path) -> str:
 def read_source(store: Store, source: Source, fmt: str = "auto",
                 progress: Progress | None = None, idempotent: bool = False) -> SourceCounts:
     """Normalize one source into ``store`` (one transaction)."""
+    try:
+        return _read_source(store, source, fmt, progress, idempotent)
+    finally:
+        if source.name == "<stdin>":
+            source.path.unlink(missing_ok=True)
+
+
+def _read_source(store: Store, source: Source, fmt: str, progress: Progress | None,
+                 idempotent: bool) -> SourceCounts:
     fmt = detect_format(source) if fmt == "auto" else fmt
     digest = digest_of(source.path) if idempotent and source.name != "<stdin>" else None
     if fmt == "jsonl":
