@@ -133,6 +133,10 @@ def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
     """``_attrs_udf`` over one vector of values, each distinct value decoded once: the same few
     attrs repeat across a log, and arrow matches them up without a Python step per line."""
     import pyarrow as pa
+
+    if len(lines) < 1024:  # a small log: spare the cold start the import of pyarrow.compute
+        return pa.array([None if line is None else _attrs_udf(line, keep)
+                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
     import pyarrow.compute as pc
 
     keeps = pc.unique(keep_payloads).to_pylist()

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..otel import map_span
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -177,6 +176,8 @@ def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]
                        _attributes(ev.get("attributes")), _int(ev.get("droppedAttributesCount"), "droppedAttributesCount") or 0))
     capped = bool(_int(span.get("droppedAttributesCount"), "droppedAttributesCount")
                   or _int(span.get("droppedEventsCount"), "droppedEventsCount"))
+    from ..otel import map_span  # here, not at the top: format detection imports this module
+
     return map_span(_hex_id(span.get("traceId"), 32, "traceId"), _hex_id(span.get("spanId"), 16, "spanId"),
                     str(span.get("name", "")), _int(span.get("startTimeUnixNano"), "startTimeUnixNano"),
                     _attributes(span.get("attributes")), events, resource, capped)
