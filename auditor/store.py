@@ -215,6 +215,15 @@ class Store:
         self._drop_scratch = weakref.finalize(self, _drop_scratch, con, scratch)
         return con
 
+    def shrink(self) -> None:
+        """Hand back the pages DuckDB keeps cached, e.g. once detection is done and the Python
+        side of a big audit grows: lowering the limit evicts them, raising it does not refill."""
+        try:
+            self.con.execute("SET memory_limit = '64MB'")
+        except duckdb.Error:  # pinned pages it cannot evict: keep them
+            pass
+        self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
+
     def close(self) -> None:
         self.con.close()
         if self.path is None:

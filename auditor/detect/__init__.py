@@ -54,10 +54,18 @@ def detect(store: Store) -> Detection:
     for name in _BUILD:
         con.execute(SQL[name])
     try:
-        rows = con.execute(SQL["finding_rows"]).fetchall()
+        cur = con.execute(SQL["finding_rows"])
+        rows = (row for batch in iter(lambda: cur.fetchmany(50_000), []) for row in batch)
         findings, finding_ts, capped = [], {}, set()
+        # One string object per distinct key, worker, sink and reporter, not one per finding:
+        # half a million findings repeat a few workers and share keys.
+        shared: dict[str, str] = {}
+        share = shared.setdefault
         for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
              sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs) in rows:
+            k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
+            if cur_worker is not None:
+                cur_worker = share(cur_worker, cur_worker)
             g = _GRADES[grade]
             fid = finding_id(k, g, s)
             # The incident is that of the displaced epoch (explain.displaced_epoch), as the live
@@ -85,7 +93,9 @@ def detect(store: Store) -> Detection:
         acquirers = {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()}
         transition_ts = {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()}
         (newest,) = con.execute(SQL["newest_ts"]).fetchone()
+        del shared
     finally:
         con.execute(SQL["drop"])
+        store.shrink()  # the SQL is done; the Python side (explain, render) grows from here
     return Detection(findings, diagnostics, workflows, handovers, verifications, acquirers, newest,
                      finding_ts, transition_ts, capped)
