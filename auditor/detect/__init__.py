@@ -16,7 +16,8 @@ from ..store import Store
 SQL = statements("detect/detect.sql")
 
 _BUILD = ("acquisitions", "records", "displacement", "stale", "effects", "resolutions",
-          "first_commits", "step_commits", "findings", "finding_keys")
+          "first_commits", "step_commits", "findings", "release", "finding_keys", "picked",
+          "evidence")
 
 
 # Value -> member by dict: Grade(value) and friends cost a microsecond each on Python 3.11.

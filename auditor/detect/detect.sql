@@ -6,16 +6,19 @@
 -- and epoch, so an ASOF join finds the earliest one above an epoch). Events are then hash-joined
 -- against it. Windows run only over acquisitions and effect events.
 
+-- The scratch tables carry only the columns read after them: at ten million events they are
+-- gigabytes, and what does not fit in memory is written out and read back.
+
 -- name: acquisitions
 CREATE OR REPLACE TEMP TABLE acq AS
-SELECT workflow_key AS k, ord AS s, epoch, worker, ts, ts_utc,
+SELECT workflow_key AS k, ord AS s, epoch, worker, ts_utc,
        max(epoch) OVER (PARTITION BY workflow_key ORDER BY ord, event_id
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
 FROM events WHERE kind = 'lease_acquired';
 
 -- name: records
 CREATE OR REPLACE TEMP TABLE records AS
-SELECT k, s, epoch, worker, ts, ts_utc,
+SELECT k, s, epoch, worker, ts_utc,
        prev_max IS NOT NULL AS handover
 FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
 
@@ -23,7 +26,7 @@ FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
 -- For each (k, p) with evidence, the acquisition that displaced epoch p: the earliest record
 -- with a higher epoch.
 CREATE OR REPLACE TEMP TABLE displaced AS
-SELECT ep.k, ep.p, r.s AS t_seq, r.epoch AS t_epoch, r.worker AS t_worker, r.ts_utc AS t_ts
+SELECT ep.k, ep.p, r.s AS t_seq
 FROM (SELECT DISTINCT workflow_key AS k, epoch AS p FROM events
       WHERE kind <> 'lease_acquired' AND kind <> 'outcome_verified') ep
 ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
@@ -31,15 +34,13 @@ ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 -- name: stale
 -- Every stale event: a lower epoch's evidence at a seq above its displacement.
 CREATE OR REPLACE TEMP TABLE stale AS
-SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.worker, e.effect_key, e.step_id,
-       e.sink, e.sink_result, e.reporter, e.ts, e.event_id, d.t_seq
+SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_result, d.t_seq
 FROM events e JOIN displaced d ON e.workflow_key = d.k AND e.epoch = d.p
 WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord > d.t_seq;
 
 -- name: effects
 CREATE OR REPLACE TEMP TABLE effects AS
-SELECT workflow_key AS k, ord AS s, kind, epoch, worker, effect_key, step_id, sink, sink_result,
-       reporter, ts, event_id,
+SELECT workflow_key AS k, ord AS s, kind, epoch, effect_key, step_id, sink_result,
        kind = 'effect_committed' OR coalesce(sink_result = 'rejected', false) AS resolver
 FROM events WHERE kind IN ('effect_attempted', 'effect_committed');
 
@@ -114,24 +115,36 @@ FROM (
 )
 GROUP BY k, s;
 
+-- name: picked
+-- The event each finding sits on (the least event_id, should two share its key, seq and kind).
+-- It and the next step are tables of their own: planned as one query with finding_rows, the
+-- joins against all events cost three times as much at ten million events.
+CREATE OR REPLACE TEMP TABLE picked AS
+SELECT DISTINCT ON (f.grade, f.k, f.s) f.*, e.event_id
+FROM raw_findings f JOIN events e
+  ON e.workflow_key = f.k AND e.ord = f.s
+ AND e.kind = CASE f.grade WHEN 'stale_activity' THEN 'progress'
+                           WHEN 'stale_commit' THEN 'effect_committed'
+                           WHEN 'double_commit' THEN 'effect_committed'
+                           ELSE 'effect_attempted' END
+ORDER BY f.grade, f.k, f.s, e.event_id;
+
+-- name: evidence
+CREATE OR REPLACE TEMP TABLE evidence AS
+SELECT f.*, e.kind, e.epoch, e.worker, e.effect_key, e.step_id, e.sink, e.reporter, e.ts,
+       e.ts_utc, e.attrs
+FROM picked f JOIN events e ON e.event_id = f.event_id;
+
 -- name: finding_rows
 -- The findings with the evidence of the event they sit on and the owner at that point: the
 -- highest epoch acquired at a lower seq (the latest record before it). A double commit's
 -- transition is its lowest epoch's displacement, when that came before the commit.
-SELECT f.grade, f.k, f.s, e.kind, e.epoch, e.worker, c.epoch AS current_epoch,
+SELECT f.grade, f.k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
        c.worker AS current_worker,
        coalesce(f.t_seq, CASE WHEN d.t_seq < f.s THEN d.t_seq END) AS transition_seq,
-       e.effect_key, e.step_id, e.sink, e.reporter, e.ts, f.outcome, f.receipt_seq,
-       f.epochs, f.unstable, e.ts_utc, e.attrs
-FROM (SELECT DISTINCT ON (f.grade, f.k, f.s) f.*, e.event_id
-      FROM raw_findings f JOIN events e
-        ON e.workflow_key = f.k AND e.ord = f.s
-       AND e.kind = CASE f.grade WHEN 'stale_activity' THEN 'progress'
-                                 WHEN 'stale_commit' THEN 'effect_committed'
-                                 WHEN 'double_commit' THEN 'effect_committed'
-                                 ELSE 'effect_attempted' END
-      ORDER BY f.grade, f.k, f.s, e.event_id) f
-JOIN events e ON e.event_id = f.event_id
+       f.effect_key, f.step_id, f.sink, f.reporter, f.ts, f.outcome, f.receipt_seq,
+       f.epochs, f.unstable, f.ts_utc, f.attrs
+FROM evidence f
 ASOF LEFT JOIN records c ON f.k = c.k AND f.s > c.s
 LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1];
 
@@ -152,6 +165,11 @@ SELECT 'ordering_conflict', workflow_key, seq, NULL,
        count(*) || ' different events share seq ' || seq
 FROM events WHERE seq IS NOT NULL
 GROUP BY workflow_key, seq HAVING count(*) > 1;
+
+-- name: release
+-- What only the findings needed goes before the wide joins against events below.
+DROP TABLE stale; DROP TABLE effects; DROP TABLE resolutions; DROP TABLE first_commits;
+DROP TABLE step_commits;
 
 -- name: finding_keys
 -- The workflow keys with findings: the facts below are fetched for these alone (an audit of ten
@@ -191,4 +209,5 @@ WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, epoch;
 DROP TABLE IF EXISTS acq; DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS displaced;
 DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS effects; DROP TABLE IF EXISTS resolutions;
 DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
-DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys;
+DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys; DROP TABLE IF EXISTS picked;
+DROP TABLE IF EXISTS evidence;
