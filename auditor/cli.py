@@ -79,6 +79,20 @@ def errors() -> Iterator[None]:
         raise fail(f"unexpected {type(e).__name__}: {e} (set AUDITOR_DEBUG=1 for the traceback)")
 
 
+LONG_INPUT = 64 << 20  # bytes of input from which the steps of a run are shown on a terminal
+
+
+def _input_size(paths: list[str]) -> int:
+    total = 0
+    for p in paths:
+        path = Path(p)
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            total += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return total
+
+
 @contextmanager
 def progress_bar(paths: list[str]) -> Iterator[Optional[callable]]:
     """A byte-count progress bar on a terminal; nothing when stderr is not one."""
@@ -87,20 +101,27 @@ def progress_bar(paths: list[str]) -> Iterator[Optional[callable]]:
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-    total = 0
-    for p in paths:
-        path = Path(p)
-        if path.is_file():
-            total += path.stat().st_size
-        elif path.is_dir():
-            total += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    total = _input_size(paths)
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TimeRemainingColumn(), transient=True, disable=total < (64 << 20)) as bar:
+                  TimeRemainingColumn(), transient=True, disable=total < LONG_INPUT) as bar:
         task = bar.add_task("reading", total=total or None)
         yield lambda n: bar.advance(task, n)
 
 
-def emit(result, json_out: Optional[str], html_out: Optional[Path]) -> None:
+@contextmanager
+def step(paths: list[str], text: str) -> Iterator[None]:
+    """A spinner naming a long step after the reading (detection, writing the report), on a
+    terminal and for a big input, like the progress bar; gone when the step ends."""
+    if not sys.stderr.isatty() or _input_size(paths) < LONG_INPUT:
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(text):
+        yield
+
+
+def emit(result, json_out: Optional[str], html_out: Optional[Path], inputs: list[str] = ()) -> None:
     from .render.terminal import print_summary
 
     if json_out:
@@ -109,7 +130,7 @@ def emit(result, json_out: Optional[str], html_out: Optional[Path]) -> None:
         if json_out == "-":
             write_json(result, sys.stdout)
         else:
-            with open(json_out, "w", encoding="utf-8") as out:
+            with step(list(inputs), f"writing {json_out}"), open(json_out, "w", encoding="utf-8") as out:
                 write_json(result, out)
     if html_out:
         from .render.html import render_html
@@ -165,8 +186,9 @@ def audit(
         store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
         with progress_bar(paths) as progress:
             ingest_paths(paths, store, format.value, progress, idempotent=db is not None)
-        result = analyze(store, fail_on.value)
-        emit(result, json_out, html)
+        with step(paths, "detecting"):
+            result = analyze(store, fail_on.value)
+        emit(result, json_out, html, paths)
     if expect is not None:
         raise typer.Exit(code=0 if compare_expected(result, expect) else 1)
     raise typer.Exit(code=result.exit_code)
@@ -214,8 +236,9 @@ def report(
     with errors():
         if not db.exists():
             raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
-        result = analyze(Store(db, lock_timeout=wait), fail_on.value)
-        emit(result, json_out, html)
+        with step([str(db)], "detecting"):
+            result = analyze(Store(db, lock_timeout=wait), fail_on.value)
+        emit(result, json_out, html, [str(db)])
     raise typer.Exit(code=result.exit_code)
 
 
