@@ -10,10 +10,10 @@ process so that start-up, imports and peak memory are counted the way a user mee
       in seq order, and the incremental detector (``auditor.detect.live``), whose state per key is
       essentially the highest epoch acquired so far.
 
-It prints the ratios b/a and c/b, the peak resident memory of each process (``wait4`` rusage of
-that child alone), whether (b) and (c) found the same findings, and the cold start of auditing
-the 16-event seed fixture. ``--phases`` adds a separate, unmeasured diagnostic run that times the
-stages of (b) inside one process.
+It prints the ratios b/a and c/b, the peak resident memory of each process (its VmHWM), whether
+(b) and (c) found the same findings, and the cold start of auditing the 16-event seed fixture.
+``--phases`` adds a separate, unmeasured diagnostic run that times the stages of (b) inside one
+process. Results and how to read them: bench/RESULTS.md.
 
     python bench/scale.py --events 100000 --events 1000000 --events 10000000
 """
@@ -46,7 +46,9 @@ import duckdb, json, sys, time
 t = time.perf_counter()
 cols = json.loads(sys.argv[2])
 touched = ", ".join(f"max({c}::VARCHAR)" if t == "JSON" else f"max({c})" for c, t in cols.items())
-row = duckdb.connect().execute(f"SELECT count(*), {touched} FROM read_json($path, format = "
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+row = con.execute(f"SELECT count(*), {touched} FROM read_json($path, format = "
                                f"'newline_delimited', columns = $cols)",
                                {"path": sys.argv[1], "cols": cols}).fetchall()[0]
 print(json.dumps({"rows": row[0], "query_s": time.perf_counter() - t}))
@@ -88,14 +90,29 @@ class Row:
 
 
 def measure(cmd: list[str], stdout=subprocess.DEVNULL, env: dict | None = None) -> Run:
-    """Run ``cmd`` to completion; wall time, CPU time and peak RSS of that child alone."""
+    """Run ``cmd`` to completion; wall time, CPU time and peak RSS of that child alone.
+
+    The peak is the child's VmHWM, polled from /proc: the ru_maxrss that wait4 reports for a
+    child starts from its parent's high-water mark (Linux keeps it across fork and execve), and
+    this process grows to gigabytes when it compares findings.
+    """
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=stdout, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
+    peak_kb = 0
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                peak_kb = max([peak_kb] + [int(line.split()[1]) for line in f if line.startswith("VmHWM")])
+        except OSError:
+            pass
+        time.sleep(0.05)
     elapsed = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Run(round(elapsed, 3), round(usage.ru_utime + usage.ru_stime, 3),
-               round(usage.ru_maxrss / 1024, 1), proc.returncode)
+    return Run(round(elapsed, 3), round(usage.ru_utime + usage.ru_stime, 3), round(peak_kb / 1024, 1),
+               proc.returncode)
 
 
 def generate(directory: Path, events: int, seed: int, workflows: int | None, disorder: float) -> tuple[Path, dict]:
@@ -206,8 +223,6 @@ def run_phases(log: str) -> None:
         marks[name] = round(now - t, 2)
         t = now
 
-    import resource
-
     from auditor import analyze, ingest_paths
     from auditor.render.json import write_json
     from auditor.store import Store
@@ -220,7 +235,9 @@ def run_phases(log: str) -> None:
     with open(os.devnull, "w", encoding="utf-8") as out:
         write_json(result, out)
     mark("json")
-    marks["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    with open("/proc/self/status") as f:  # VmHWM: ru_maxrss would include the parent's
+        marks["peak_rss_mb"] = next(round(int(line.split()[1]) / 1024) for line in f
+                                    if line.startswith("VmHWM"))
     print(json.dumps(marks))
 
 
