@@ -67,7 +67,7 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
           db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
           keep_payloads: bool = False, progress: Progress | None = None) -> AuditResult:
-    """Audit event logs: ingest ``paths`` into a DuckDB store (in memory unless ``db``), detect, explain.
+    """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
     Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
     ``timeline()``. Raises ``AuditError`` (``NoEvents``, ``InputError``) when the audit cannot run.

@@ -170,7 +170,7 @@ def audit(
     format: Fmt = FORMAT,
     json_out: Optional[str] = JSON_OUT,
     html: Optional[Path] = HTML_OUT,
-    db: Optional[Path] = typer.Option(None, "--db", help="Persistent DuckDB store to extend (default: in memory)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="Persistent DuckDB store to extend (default: a scratch store deleted afterwards)."),
     fail_on: GradeOpt = FAIL_ON,
     expect: Optional[Path] = typer.Option(
         None, "--expect", help='Compare findings with {"findings": [[grade, workflow_key, seq], ...]}; '
