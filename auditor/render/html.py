@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -27,6 +26,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from . import visible
 from ..model import MEANINGS, Event, Finding, Grade, Incident, Kind, SinkResult
 from ..result import AuditResult, WorkflowSummary
 
@@ -287,9 +287,6 @@ class ReportContext:
 # Rendering.
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
 def _visible(value: Any) -> Any:
     """Every printed value: control characters (ANSI escapes, bidi overrides) shown as ``\\xNN``.
 
@@ -297,8 +294,7 @@ def _visible(value: Any) -> Any:
     Markup (macro output) was built from values that passed through here already.
     """
     if isinstance(value, str) and not isinstance(value, Markup):
-        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
-                            else f"\\u{ord(m.group()):04x}", value)
+        return visible(value, keep_layout=True)
     return value
 
 

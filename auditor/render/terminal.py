@@ -8,16 +8,15 @@ markup is never interpreted in data (``Text`` objects, not markup strings).
 
 from __future__ import annotations
 
-import re
 from typing import IO
 
 from rich.console import Console
 from rich.text import Text
 
+from . import visible
 from ..model import Grade, Incident
 from ..result import AuditResult
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 GRADE_STYLE = {
     Grade.STALE_ACTIVITY: "yellow", Grade.REJECTED_ATTEMPT: "cyan", Grade.STALE_ATTEMPT: "magenta",
     Grade.STALE_COMMIT: "red", Grade.DOUBLE_COMMIT: "bold red",
@@ -28,8 +27,7 @@ MAX_QUARANTINE = 5
 
 def clean(value: object) -> str:
     """Show control characters (ANSI escapes included) as visible ``\\xNN`` escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256
-                        else f"\\u{ord(m.group()):04x}", str(value))
+    return visible(value)
 
 
 def summary_lines(result: AuditResult) -> list[Text]:
