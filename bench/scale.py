@@ -138,15 +138,8 @@ def auditor_command() -> list[str]:
 
 
 def finding_key(f: dict) -> tuple:
-    """A finding as compared between (b) and (c): every field of the JSON finding.
-
-    The one known difference is normalized: for a double commit the batch detector may name the
-    transition of its lowest epoch even when that acquisition comes after the commit, where the
-    incremental one says none yet (see tests/test_live_detector.py).
-    """
+    """A finding as compared between (b) and (c): every field of the JSON finding."""
     f = dict(f)
-    if f.get("transition_seq") is not None and f["transition_seq"] > f["seq"]:
-        f["transition_seq"] = None
     f["epochs"] = tuple(f.get("epochs") or ())
     return tuple(sorted((k, v) for k, v in f.items()))
 
