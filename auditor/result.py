@@ -123,6 +123,10 @@ class AuditResult:
         """All stored events as a polars DataFrame, sorted by workflow key then seq."""
         return self._store().events_frame()
 
+    def quarantine_frame(self) -> "pl.DataFrame":
+        """Every quarantined line (file, line, reason), not only the first few in ``input``."""
+        return self._store().quarantine_frame()
+
     def findings_frame(self) -> "pl.DataFrame":
         import polars as pl
 

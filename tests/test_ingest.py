@@ -89,6 +89,9 @@ def test_quarantine_reasons_name_the_line_and_the_fix(tmp_path):
         (12, '"epoch" is missing; every progress needs the owner epoch it was produced under'),
     ]
     assert all(q.file == str(path) for q in r.input.quarantine)
+    frame = r.quarantine_frame()
+    assert frame["line"].to_list() == [q.line for q in r.input.quarantine]
+    assert frame["reason"].to_list() == [q.reason for q in r.input.quarantine]
     # blank line 2 is not counted; 13 non-blank lines = 2 events + 0 duplicates + 10 quarantined
     assert (r.input.lines_read, r.input.events, r.input.duplicates, r.input.quarantined) == (12, 2, 0, 10)
 
