@@ -2,8 +2,9 @@
 byte-identical output for the same input (no run timestamps).
 
 The envelope is indented; each incident, finding, diagnostic and workflow is one line of compact
-JSON. A big audit has hundreds of thousands of them: they are encoded one by one by the C encoder
-and written as they go, never held as one string (``json.dumps(indent=...)`` is pure Python).
+JSON. A big audit has hundreds of thousands of them: orjson encodes the dataclasses themselves
+(fields in order, enums as their values, tuples as lists: exactly ``to_dict()``, which a test
+pins), one by one, and they are written as they go, never held as one string.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import io
 import json
 from typing import IO, Any
+
+import orjson
 
 from ..result import LISTS, AuditResult
 
@@ -29,7 +32,7 @@ def render_json(result: AuditResult) -> str:
 
 def write_json(result: AuditResult, out: IO[str]) -> None:
     """Write the document to ``out``, list items one per line, as they are encoded."""
-    item = json.JSONEncoder(ensure_ascii=False, default=_default).encode
+    dumps = orjson.dumps
     out.write("{")
     for n, (key, value) in enumerate(result.document().items()):
         out.write(("," if n else "") + f"\n  {json.dumps(key)}: ")
@@ -37,8 +40,9 @@ def write_json(result: AuditResult, out: IO[str]) -> None:
             out.write(json.dumps(value, indent=2, ensure_ascii=False, default=_default).replace("\n", "\n  "))
             continue
         first = True
-        for entry in value:
-            out.write(("[\n    " if first else ",\n    ") + item(entry))
+        for entry in getattr(result, key):  # the dataclasses, not document()'s dicts: orjson reads them
+            out.write(("[\n    " if first else ",\n    ") + dumps(entry).decode())
             first = False
         out.write("[]" if first else "\n  ]")
     out.write("\n}\n")
+
