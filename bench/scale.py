@@ -1,16 +1,19 @@
 """The scale benchmark (issue 5): audit millions of events and compare with DuckDB's own scan.
 
 For each size it generates (once, cached beside the other logs) a seeded, realistic log with the
-preemption simulator's scale generator, then measures three things side by side, each in a fresh
+preemption simulator's scale generator, then measures four things side by side, each in a fresh
 process so that start-up, imports and peak memory are counted the way a user meets them:
 
   (a) the floor: DuckDB's ``read_json`` over the same file, touching every event column;
   (b) ``auditor audit FILE --json OUT``, end to end, as a user runs it;
   (c) a plain pure-Python reference: ``json.loads`` per line, the events sorted per workflow key
       in seq order, and the incremental detector (``auditor.detect.live``), whose state per key is
-      essentially the highest epoch acquired so far.
+      essentially the highest epoch acquired so far;
+  (d) DuckDB alone doing the detection: ``read_json`` into an in-memory table, ``detect.sql``, the
+      finding rows written by ``COPY``; none of the rest of (b). A floor for any audit on this SQL;
+  (e) DuckDB alone storing the events in a DuckDB file (bounded memory), without detecting anything.
 
-It prints the ratios b/a and c/b, the peak resident memory of each process (its VmHWM), whether
+It prints the ratios b/a, c/b, d/a and e/a, the peak resident memory of each process (its VmHWM), whether
 (b) and (c) found the same findings, and the cold start of auditing the 16-event seed fixture.
 ``--phases`` adds a separate, unmeasured diagnostic run that times the stages of (b) inside one
 process. Results and how to read them: bench/RESULTS.md.
@@ -54,6 +57,52 @@ row = con.execute(f"SELECT count(*), {touched} FROM read_json($path, format = "
 print(json.dumps({"rows": row[0], "query_s": time.perf_counter() - t}))
 """
 
+# (d): what DuckDB alone needs for this audit's detection, skipping everything else the audit does
+# (no validation or quarantine, no dedupe, no incidents, no Python objects, findings written by
+# COPY): the events loaded from read_json into an in-memory table, detect.sql's statements, and its
+# finding rows. It is the floor of any audit built on this SQL, and how far it sits above (a) says
+# how much of b/a the detection itself costs.
+DETECT_ONLY = """
+import duckdb, json, sys, time
+sys.path.insert(0, sys.argv[4])
+from auditor.detect import _BUILD, SQL
+t = time.perf_counter()
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+con.execute("SET preserve_insertion_order = false")
+con.execute(\"\"\"CREATE TABLE events AS
+SELECT md5(concat_ws(chr(31), seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result,
+                     reporter, step_id, ts, attrs)) AS event_id,
+       seq AS ord, seq, 0::BIGINT AS obs, workflow_key, kind, epoch, worker, effect_key, sink,
+       sink_result, reporter, step_id, ts, try_cast(ts AS TIMESTAMPTZ) AS ts_utc,
+       attrs::VARCHAR AS attrs, 1 AS source_id, 0::BIGINT AS line
+FROM read_json($path, format = 'newline_delimited', columns = $cols)\"\"\",
+            {"path": sys.argv[1], "cols": json.loads(sys.argv[2])})
+for name in _BUILD:
+    con.execute(SQL[name])
+con.execute("COPY (" + SQL["finding_rows"] + ") TO '" + sys.argv[3].replace("'", "''") + "' (FORMAT json)")
+(n,) = con.execute("SELECT count(*) FROM raw_findings").fetchone()
+print(json.dumps({"findings": n, "query_s": time.perf_counter() - t}))
+"""
+
+# (e): what holding the events within bounded memory costs before any detection: read_json into a
+# table of a DuckDB file (memory bounded by DuckDB's buffer pool, like (b)'s scratch store), and a
+# checkpoint. In memory the same table is faster but takes about 2 GB at ten million events.
+STORE_ONLY = """
+import duckdb, json, os, sys, tempfile, time
+t = time.perf_counter()
+with tempfile.TemporaryDirectory(prefix="scale-store-") as d:
+    con = duckdb.connect(os.path.join(d, "events.duckdb"))
+    con.execute("SET enable_progress_bar = false")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("CREATE TABLE events AS SELECT * FROM read_json($path, format = 'newline_delimited', "
+                "columns = $cols)", {"path": sys.argv[1], "cols": json.loads(sys.argv[2])})
+    con.execute("CHECKPOINT")
+    (n,) = con.execute("SELECT count(*) FROM events").fetchone()
+    con.close()
+print(json.dumps({"rows": n, "query_s": time.perf_counter() - t}))
+"""
+
 
 @dataclass
 class Run:
@@ -74,6 +123,9 @@ class Row:
     floor: Run
     audit: Run
     reference: Run | None
+    detect_only: Run | None = None
+    detect_only_findings: int | None = None
+    store_only: Run | None = None
     found: dict[str, int] = field(default_factory=dict)
     reference_found: dict[str, int] = field(default_factory=dict)
     same_findings: bool | None = None
@@ -83,6 +135,10 @@ class Row:
     @property
     def b_over_a(self) -> float:
         return self.audit.seconds / self.floor.seconds
+
+    @property
+    def d_over_a(self) -> float | None:
+        return self.detect_only.seconds / self.floor.seconds if self.detect_only else None
 
     @property
     def c_over_b(self) -> float | None:
@@ -180,6 +236,19 @@ def bench_size(args, events: int) -> Row:
             sys.exit(f"the reference failed (exit {reference.exit_code})")
 
     row = Row(events, meta["bytes"], meta["workflows"], meta["truth"], floor, audit, reference)
+    if not args.no_detect_only:
+        say("  (d) DuckDB alone: load and detect.sql ...")
+        with open(f"{stem}.detect_only.out", "w") as out:
+            row.detect_only = measure([sys.executable, "-c", DETECT_ONLY, str(log), json.dumps(COLUMNS),
+                                       f"{stem}.detect_only.json", str(ROOT)], stdout=out)
+        if row.detect_only.exit_code != 0:
+            sys.exit(f"(d) failed (exit {row.detect_only.exit_code})")
+        row.detect_only_findings = json.loads(Path(f"{stem}.detect_only.out").read_text())["findings"]
+        Path(f"{stem}.detect_only.json").unlink(missing_ok=True)
+        say("  (e) DuckDB alone: store the events in a DuckDB file ...")
+        row.store_only = measure([sys.executable, "-c", STORE_ONLY, str(log), json.dumps(COLUMNS)])
+        if row.store_only.exit_code != 0:
+            sys.exit(f"(e) failed (exit {row.store_only.exit_code})")
     say("  comparing findings ...")
     with open(audit_json, encoding="utf-8") as f:
         batch = json.load(f)["findings"]
@@ -297,16 +366,20 @@ def machine() -> str:
 
 
 def table(rows: list[Row]) -> str:
-    head = ("| events | JSONL | (a) floor s | (b) audit s | (c) reference s | b/a | c/b | "
-            "peak RSS (b) | same findings | findings (b) |")
+    head = ("| events | JSONL | (a) floor s | (b) audit s | (c) reference s | (d) DuckDB alone s | b/a | "
+            "c/b | d/a | peak RSS (b) | peak RSS (d) | same findings | findings (b) | findings (d) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         c = f"{r.reference.seconds:.1f}" if r.reference else "-"
         cb = f"{r.c_over_b:.1f}" if r.c_over_b else "-"
         same = "-" if r.same_findings is None else "yes" if r.same_findings else f"NO ({r.mismatches} differ)"
+        d = r.detect_only
         lines.append(
             f"| {r.events:,} | {r.bytes / 1e9:.2f} GB | {r.floor.seconds:.2f} | {r.audit.seconds:.2f} | {c} | "
-            f"{r.b_over_a:.2f} | {cb} | {r.audit.peak_rss_mb:,.0f} MB | {same} | {sum(r.found.values()):,} |")
+            f"{f'{d.seconds:.2f}' if d else '-'} | {r.b_over_a:.2f} | {cb} | "
+            f"{f'{r.d_over_a:.2f}' if d else '-'} | {r.audit.peak_rss_mb:,.0f} MB | "
+            f"{f'{d.peak_rss_mb:,.0f} MB' if d else '-'} | {same} | {sum(r.found.values()):,} | "
+            f"{f'{r.detect_only_findings:,}' if d else '-'} |")
     return "\n".join(lines)
 
 
@@ -318,6 +391,7 @@ def main() -> None:
     p.add_argument("--disorder", type=float, default=0.01, help="share of lines out of order")
     p.add_argument("--dir", type=Path, default=Path("/tmp/bench"), help="where logs and outputs go")
     p.add_argument("--no-reference", action="store_true", help="skip (c)")
+    p.add_argument("--no-detect-only", action="store_true", help="skip (d) and (e)")
     p.add_argument("--phases", action="store_true", help="add a diagnostic run timing (b)'s stages")
     p.add_argument("--cold-runs", type=int, default=5)
     p.add_argument("--keep", action="store_true", help="keep the audit's JSON document")
@@ -340,6 +414,10 @@ def main() -> None:
         print(f"{r.events:,}: (a) cpu {r.floor.cpu_seconds:.1f}s rss {r.floor.peak_rss_mb:,.0f} MB; "
               f"(b) cpu {r.audit.cpu_seconds:.1f}s; (c) "
               + (f"cpu {r.reference.cpu_seconds:.1f}s rss {r.reference.peak_rss_mb:,.0f} MB" if r.reference else "-"))
+        if r.store_only:
+            print(f"  (e) store the events in a DuckDB file: {r.store_only.seconds:.2f} s, "
+                  f"e/a {r.store_only.seconds / r.floor.seconds:.2f}, peak RSS {r.store_only.peak_rss_mb:,.0f} MB; "
+                  f"(d) peak RSS {r.detect_only.peak_rss_mb:,.0f} MB")
         print(f"  findings (b) {r.found}")
         if r.reference:
             print(f"  findings (c) {r.reference_found}")
