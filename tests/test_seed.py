@@ -76,3 +76,33 @@ def test_frames_for_notebooks():
     frame = r.findings_frame()
     assert frame["grade"].to_list() == ["stale_activity", "stale_attempt", "stale_commit", "double_commit"]
     assert [e.seq for e in r.timeline(LEDGER)] == [1, 3, 5, 6, 7, 8, 9]
+
+
+def test_audit_restores_the_garbage_collector(monkeypatch):
+    """analyze() pauses the cyclic GC while it builds objects; a notebook's setting survives it."""
+    import gc
+
+    import auditor.explain
+
+    assert gc.isenabled()
+    assert len(audit([SEED]).findings) == 4
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        audit([SEED])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def boom(det):
+        assert not gc.isenabled()  # paused inside
+        raise RuntimeError("explain failed")
+
+    monkeypatch.setattr(auditor.explain, "incidents", boom)
+    try:
+        audit([SEED])
+    except RuntimeError as e:
+        assert str(e) == "explain failed"
+    else:
+        raise AssertionError("the patched explain step did not run")
+    assert gc.isenabled()
