@@ -176,7 +176,11 @@ def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:
 
 
 def workflows(det: Detection, findings: list[Finding]) -> list[WorkflowSummary]:
-    """Per workflow key: size, handovers (clean when no finding names them), worst grade."""
+    """Per workflow key: size, handovers (clean when no finding names them), worst grade.
+
+    Consumes ``det.workflows`` (a million rows at ten million events): each row is released as its
+    summary is built, so the two lists never peak together.
+    """
     by_key: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         by_key[f.workflow_key].append(f)
@@ -184,7 +188,10 @@ def workflows(det: Detection, findings: list[Finding]) -> list[WorkflowSummary]:
     for k, s, _e, _w in det.handovers:
         handovers[k].append(s)
     out = []
-    for k, events, acquisitions, observed, n_handovers in det.workflows:
+    rows = det.workflows
+    rows.reverse()
+    while rows:
+        k, events, acquisitions, observed, n_handovers = rows.pop()
         fs = by_key.get(k)
         clean, severity = n_handovers, None
         if fs:

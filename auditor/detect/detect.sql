@@ -148,6 +148,10 @@ FROM evidence f
 ASOF LEFT JOIN records c ON f.k = c.k AND f.s > c.s
 LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1];
 
+-- name: release_evidence
+-- The finding rows are in Python now.
+DROP TABLE evidence; DROP TABLE picked;
+
 -- name: diagnostics
 SELECT 'epoch_regression' AS kind, k, s, epoch,
        'acquired epoch ' || epoch || ' (' || worker || ') while epoch ' || prev_max ||
