@@ -379,7 +379,7 @@ def table(rows: list[Row]) -> str:
             f"{f'{d.seconds:.2f}' if d else '-'} | {r.b_over_a:.2f} | {cb} | "
             f"{f'{r.d_over_a:.2f}' if d else '-'} | {r.audit.peak_rss_mb:,.0f} MB | "
             f"{f'{d.peak_rss_mb:,.0f} MB' if d else '-'} | {same} | {sum(r.found.values()):,} | "
-            f"{f'{r.detect_only_findings:,}' if d else '-'} |")
+            f"{(f'{r.detect_only_findings:,}' + ('' if r.detect_only_findings == sum(r.found.values()) else ' DIFFERS')) if d else '-'} |")
     return "\n".join(lines)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from auditor import audit
 from auditor.model import Confidence, Grade, Kind, Outcome
 
@@ -99,10 +101,6 @@ def test_audit_restores_the_garbage_collector(monkeypatch):
         raise RuntimeError("explain failed")
 
     monkeypatch.setattr(auditor.explain, "incidents", boom)
-    try:
+    with pytest.raises(RuntimeError, match="^explain failed$"):
         audit([SEED])
-    except RuntimeError as e:
-        assert str(e) == "explain failed"
-    else:
-        raise AssertionError("the patched explain step did not run")
     assert gc.isenabled()

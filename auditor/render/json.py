@@ -45,4 +45,3 @@ def write_json(result: AuditResult, out: IO[str]) -> None:
             first = False
         out.write("[]" if first else "\n  ]")
     out.write("\n}\n")
-
