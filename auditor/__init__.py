@@ -16,20 +16,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .errors import AuditError, AuditorError, InputError, NoEvents, StoreError, StoreLocked
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind
 from .result import AuditResult
-from .store import Store, StoreError, StoreLocked
+from .store import Store
 
 __all__ = ["audit", "ingest_paths", "report", "analyze", "AuditResult", "Finding", "Incident",
-           "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditError", "NoEvents"]
-
-
-class AuditError(Exception):
-    """The audit could not run (exit code 2)."""
-
-
-class NoEvents(AuditError):
-    """The input held no event at all (empty, or every line quarantined)."""
+           "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditorError", "AuditError", "InputError",
+           "NoEvents", "StoreError", "StoreLocked"]
 
 
 Progress = Callable[[int], None]

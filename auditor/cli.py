@@ -61,13 +61,11 @@ def fail(message: str) -> typer.Exit:
 @contextmanager
 def errors() -> Iterator[None]:
     """The one funnel from library exceptions to ``Error:`` lines and exit code 2."""
-    from . import AuditError
-    from .ingest import InputError
-    from .store import StoreError
+    from .errors import AuditorError
 
     try:
         yield
-    except (AuditError, InputError, StoreError) as e:
+    except AuditorError as e:
         raise fail(str(e))
     except OSError as e:
         raise fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from .errors import StoreError, StoreLocked
 from .model import Event, Kind, Reporter, SinkResult
 from .result import InputSummary, QuarantinedLine
 from .sql import statements
@@ -49,14 +50,6 @@ _CANONICAL = frozenset({
     "fencing_token", "owner_epoch", "lease_epoch", "worker", "effect_key", "idempotency_key",
     "sink", "sink_result", "reporter", "step_id", "ts", "event_id",
 })
-
-
-class StoreError(Exception):
-    """The DuckDB store could not be opened or written."""
-
-
-class StoreLocked(StoreError):
-    """Another process holds the DuckDB file."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,182 @@
+"""Stage 1-2, read CSV and Parquet through DuckDB's own readers, one JSON object per row.
+
+CSV cells stay strings (the normalizer accepts integers written as decimal strings). When DuckDB's
+strict CSV reader refuses a file, ``careful_csv_chunks`` reads it again and quarantines each
+refused line on its own.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from ..errors import InputError
+from ..store import QUIET, Store
+from .compression import DamagedStream, compression_of, open_bytes
+from .jsonl import CHUNK_BYTES, _corrupt, damage_table
+from .sources import Source
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Progress = Callable[[int], None]
+
+
+def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | None = None,
+                  batch_rows: int = 200_000) -> Iterator["pa.Table"]:
+    """CSV or Parquet rows through DuckDB's readers, each row as one JSON object.
+
+    CSV cells stay strings (the normalizer accepts integers written as decimal strings); the
+    header is not a line read, so row ``n`` is line ``n + 1``. Parquet rows are numbered from 1.
+    """
+    import pyarrow as pa
+
+    if fmt == "csv":
+        reader = f"read_csv(?, {_CSV_OPTIONS}, compression = ?)"
+        params = [str(source.path), compression_of(source.path) or "none"]
+        first = 2
+        if params[1] != "none" and not _intact(source.path):
+            raise _ReadCarefully()  # DuckDB would stop silently at the cut of a zstd frame
+        query = f"SELECT to_json(t)::BLOB AS raw FROM {reader} t"
+    else:
+        # Parquet says which row each one is: numbering does not depend on the scan's output order.
+        query = ("SELECT to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))::BLOB AS raw, "
+                 "file_row_number + 1 AS line FROM read_parquet(?, file_row_number = true)")
+        params = [str(source.path)]
+        first = 1
+    cur = store.con.cursor()
+    cur.execute(QUIET)
+    try:
+        batches = cur.sql(query, params=params).to_arrow_reader(batch_rows)
+        line = first
+        for batch in batches:
+            n = batch.num_rows
+            lines = batch.column(1) if batch.num_columns > 1 else pa.array(range(line, line + n), pa.int64())
+            yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
+                            "bad": pa.nulls(n, pa.string())})
+            line += n
+    except (duckdb.Error, OSError) as e:  # arrow's batch reader re-raises DuckDB's errors as OSError
+        if fmt == "csv":
+            raise _ReadCarefully() from e
+        raise InputError(f"{source.name}: cannot read as {fmt}: {_first_line(e)}; check that it is "
+                         f"a {fmt} file (--format), or re-export it") from e
+    finally:
+        cur.close()
+    if progress is not None:
+        progress(source.size)
+
+
+# parallel = false: rows are numbered by the order they come back in, which only one scanning
+# thread keeps once preserve_insertion_order is off (the store turns it off, for speed, globally);
+# it is also what lets quoted newlines and null_padding go together.
+_CSV_OPTIONS = ("all_varchar = true, header = true, null_padding = true, strict_mode = false, "
+                "parallel = false")
+
+#: What DuckDB's CSV reader calls a refused line, in the words of the quarantine.
+_CSV_REJECTS = {
+    "INVALID ENCODING": "line is not valid UTF-8; re-encode the file as UTF-8",
+    "TOO MANY COLUMNS": "line has more cells than the header; quote cells holding the delimiter",
+    "UNQUOTED VALUE": "line has a quote inside an unquoted cell; quote the cell and double the quote",
+    "LINE SIZE OVER MAXIMUM": "line is longer than the CSV reader's limit; write such events as JSON lines",
+}
+
+
+class _ReadCarefully(Exception):
+    """DuckDB's strict CSV reader refused the file; read it again line by line (see careful_csv_chunks)."""
+
+
+def _intact(path: Path) -> bool:
+    """Whether a compressed file decompresses to its end (one pass, nothing kept)."""
+    try:
+        with open_bytes(path) as f:
+            while f.read(CHUNK_BYTES):
+                pass
+    except DamagedStream:
+        return False
+    return True
+
+
+def careful_csv_chunks(store: Store, source: Source, progress: Progress | None = None,
+                       batch_rows: int = 200_000) -> Iterator["pa.Table"]:
+    """CSV rows when the strict reader refused the file: each refused line is quarantined.
+
+    The slow path, taken only for a damaged file: a compressed file is first decompressed up to
+    any damage into a temporary file (the damage becomes one quarantined line); then DuckDB
+    reads it once to list the lines it refuses (``store_rejects``) and once more to hand over the
+    rest. Rows are numbered around the refused lines, one row per line, as on the fast path.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    path, damage, spool = source.path, None, None
+    if compression_of(source.path) is not None:
+        spool, damage = _spool_decompressed(source)
+        path = spool
+    cur = store.con.cursor()
+    cur.execute(QUIET)
+    try:
+        reader = f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, max_line_size = {64 << 20}"
+        [(good,)] = cur.execute(  # fetchall: the rejects table exists once the result is drained
+            f"SELECT count(to_json(t)) FROM {reader}, store_rejects = true, "
+            "rejects_table = 'auditor_rejects', rejects_scan = 'auditor_scans') t",
+            [str(path)]).fetchall()
+        refused = cur.execute(
+            "SELECT line, min(error_type) FROM auditor_rejects GROUP BY line ORDER BY line").fetchall()
+        numbers = np.setdiff1d(np.arange(2, 2 + good + len(refused), dtype=np.int64),
+                               np.array([r[0] for r in refused], np.int64))
+        done = 0
+        for batch in cur.sql(f"SELECT to_json(t)::BLOB AS raw FROM {reader}) t",
+                             params=[str(path)]).to_arrow_reader(batch_rows):
+            lines = pa.array(numbers[done:done + batch.num_rows])
+            done += batch.num_rows
+            yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
+                            "bad": pa.nulls(batch.num_rows, pa.string())})
+    except (duckdb.Error, OSError) as e:
+        raise InputError(f"{source.name}: cannot read as csv: {_first_line(e)}; fix the file or "
+                         "re-export it") from e
+    finally:
+        cur.close()
+        if spool is not None:
+            spool.unlink()
+    if refused:
+        lines = pa.array([r[0] for r in refused], pa.int64())
+        reasons = [_CSV_REJECTS.get(r[1], f"line cannot be read as CSV ({str(r[1]).lower()}); "
+                                    "fix the line or re-export the file") for r in refused]
+        yield pa.table({"line": lines, "pos": lines, "raw": pa.array([b""] * len(refused), pa.large_binary()),
+                        "bad": pa.array(reasons, pa.string())})
+    if damage is not None:
+        yield damage_table(*damage)
+    if progress is not None:
+        progress(source.size)
+
+
+def _spool_decompressed(source: Source) -> tuple[Path, tuple[int, str] | None]:
+    """Decompress into a temporary file up to any damage; the damage as ``(line, what)``."""
+    tmp = tempfile.NamedTemporaryFile(prefix="auditor-csv-", suffix=".csv", delete=False)
+    damage, lines, keep = None, 0, 0
+    with tmp, open_bytes(source.path) as f:
+        while True:
+            try:
+                block = f.read(CHUNK_BYTES)
+            except DamagedStream as e:
+                if not e.truncated:
+                    Path(tmp.name).unlink()
+                    raise _corrupt(source, lines + 1, e) from e
+                tmp.truncate(keep)  # the cut line goes, with everything after it
+                damage = (lines + 1, str(e))
+                break
+            if not block:
+                break
+            tmp.write(block)
+            if (nl := block.rfind(b"\n")) >= 0:
+                lines += block.count(b"\n")
+                keep = tmp.tell() - len(block) + nl + 1
+    return Path(tmp.name), damage
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
