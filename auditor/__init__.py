@@ -23,10 +23,10 @@ from .result import AuditResult
 from .scope import Scope, ScopeError
 from .store import Store
 
-__all__ = ["audit", "ingest_paths", "report", "analyze", "AuditResult", "Finding", "Incident",
-           "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store", "Comparison",
-           "compare_expected", "load_expected", "ExpectError", "ScopeError", "AuditorError", "AuditError", "InputError",
-           "NoEvents", "StoreError", "StoreLocked"]
+__all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditResult", "Finding",
+           "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
+           "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
+           "InputError", "NoEvents", "StoreError", "StoreLocked", "ExpectError", "ScopeError"]
 
 
 Progress = Callable[[int], None]

@@ -24,6 +24,7 @@ import typer
 
 from .ingest import FORMATS
 from .model import Grade
+from .scope import Scope
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -168,9 +169,7 @@ def _same(path: str | Path) -> Path:
 
 
 def scope_of(keys: Optional[list[str]], keys_from: Optional[Path], since: Optional[str],
-             until: Optional[str]):
-    from .scope import Scope
-
+             until: Optional[str]) -> Scope:
     with errors():
         return Scope.parse(keys or (), keys_from, since, until)
 
@@ -276,7 +275,7 @@ class Reporting:
     expect: Optional[Path]
     expected: Optional[frozenset]
     allow_quarantined: int
-    scope: object
+    scope: Scope
     quiet: bool
 
     @classmethod

@@ -326,3 +326,18 @@ def test_plural_and_thousands(n, noun, text):
 def test_ingest_words(tmp_path):
     p = run_cli("ingest", SEED, "--db", str(tmp_path / "s.duckdb"))
     assert out(p)[-1] == f"{tmp_path / 's.duckdb'}: 16 events from 1 file"
+
+
+def test_markdown_renders_as_tables_without_links_even_for_hostile_keys(audit_events):
+    from markdown_it import MarkdownIt
+
+    from auditor.render.markdown import render_markdown
+
+    key = "a|b](http://evil.example) *x* <script>`"
+    events = [{"seq": s, "workflow_key": key, "kind": k, "epoch": e, "worker": "w"}
+              for s, k, e in ((1, "lease_acquired", 1), (2, "lease_acquired", 2), (3, "progress", 1))]
+    html = MarkdownIt("commonmark").enable("table").render(render_markdown(audit_events(events)))
+    assert html.count("<table>") == 2 and "<a " not in html and "<script>" not in html and "<em>" not in html
+    incident_row = html.split("<tbody>")[2].split("</tr>")[0]
+    assert incident_row.count("<td") == 10
+    assert "<code>a|b](http://evil.example) *x* &lt;script&gt;`</code>" in incident_row
