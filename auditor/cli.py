@@ -25,6 +25,7 @@ import typer
 from .ingest import FORMATS
 from .model import Grade
 from .scope import Scope
+from .simulate.world import Mode
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -33,7 +34,7 @@ app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                        "2 could not run, 3 incomplete (evidence lost).")
 
 GRADES = [g.value for g in Grade]
-MODES = ["fenced", "unfenced", "key-includes-epoch"]
+MODES = [m.value for m in Mode]
 
 PATHS = typer.Argument(..., metavar="PATH", show_default=False,
                        help="Files, directories or - (standard input); gzip/zstd welcome.")
@@ -116,17 +117,20 @@ def _main(_: bool = typer.Option(False, "--version", "-V", is_eager=True, callba
 # Arguments, checked before any work.
 
 
+def choice(option: str, value: str, choices: list[str], noun: str) -> str:
+    """``value`` normalized, or one ``Error:`` line naming the option and every valid value."""
+    normal = value.strip().lower()
+    if normal not in choices:
+        raise fail(f"{option} {value!r} is not {noun}; use one of {', '.join(choices)}")
+    return normal
+
+
 def grade(value: str) -> Grade:
-    try:
-        return Grade(value.strip().lower())
-    except ValueError:
-        raise fail(f"--fail-on {value!r} is not a grade; use one of {', '.join(GRADES)}") from None
+    return Grade(choice("--fail-on", value, GRADES, "a grade"))
 
 
 def input_format(value: str) -> str:
-    if value.strip().lower() not in FORMATS:
-        raise fail(f"--format {value!r} is not a format; use one of {', '.join(FORMATS)}")
-    return value.strip().lower()
+    return choice("--format", value, list(FORMATS), "a format")
 
 
 @dataclass(frozen=True)
@@ -416,6 +420,7 @@ def simulate(
     """Simulate preemptions against a tool gateway and write the log with its ground truth."""
     from .simulate import SimulateError, run_cli
 
+    mode = choice("--mode", mode, MODES, "a mode")
     check_outputs([("--out", out)] + ([("--expect-out", expect_out)] if expect_out else []), [])
     with errors():
         try:

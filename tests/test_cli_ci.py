@@ -341,3 +341,13 @@ def test_markdown_renders_as_tables_without_links_even_for_hostile_keys(audit_ev
     incident_row = html.split("<tbody>")[2].split("</tr>")[0]
     assert incident_row.count("<td") == 10
     assert "<code>a|b](http://evil.example) *x* &lt;script&gt;`</code>" in incident_row
+
+
+def test_simulate_checks_its_mode_and_output_directory_first(tmp_path):
+    p = run_cli("simulate", "--mode", "sloppy", "--out", str(tmp_path / "x.jsonl"))
+    assert (p.returncode, p.stderr.decode().strip()) == (
+        2, "Error: --mode 'sloppy' is not a mode; use one of fenced, unfenced, key-includes-epoch")
+    p = run_cli("simulate", "--out", str(tmp_path / "no" / "x.jsonl"))
+    assert (p.returncode, p.stderr.decode().strip()) == (
+        2, f"Error: --out {tmp_path / 'no' / 'x.jsonl'}: the directory {tmp_path / 'no'} does not exist; "
+           "create it first")
