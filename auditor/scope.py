@@ -5,8 +5,12 @@ events inside it stale; the scope only decides which findings, incidents, diagno
 rows are *reported*. The input accounting (lines read, quarantined) stays whole: a lost line
 cannot be placed in or out of a scope, so it keeps counting against the verdict.
 
+``event_id`` conflicts are lost evidence too and are kept whatever the scope, so narrowing a
+report never turns an incomplete verdict into a pass.
+
 Window bounds are inclusive. An integer bound is a ``seq``; anything else must be an RFC 3339
-time and compares with ``ts``. A finding the window cannot place (no ``seq`` under a seq window,
+time and compares with ``ts``. A key scope that matches no workflow key at all is an error, not an empty pass. A finding the
+window cannot place (no ``seq`` under a seq window,
 no parsable ``ts`` under a time window) is kept: a filter never hides evidence it cannot judge.
 """
 
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import AuditorError
+from .model import DiagnosticKind
 
 if TYPE_CHECKING:
     from .model import Finding
@@ -152,13 +157,17 @@ def narrow(result: "AuditResult", scope: Scope | None) -> "AuditResult":
     least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run."""
     if scope is None or not scope.narrows:
         return result
+    workflows = [w for w in result.workflows if scope.key_matches(w.workflow_key)]
+    if scope.keys and not workflows:  # a typo in --key must not pass over an empty selection
+        sample = ", ".join(w.workflow_key for w in result.workflows[:3])
+        raise ScopeError(f"no workflow key matches {', '.join(scope.keys)}; the input has "
+                         f"{len(result.workflows):,} workflow keys (e.g. {sample})")
     findings = [f for f in result.findings if scope.finding_matches(f)]
     kept = {f.incident_id for f in findings}
     return dataclasses.replace(
         result,
         findings=findings,
         incidents=[i for i in result.incidents if i.id in kept],
-        diagnostics=[d for d in result.diagnostics
-                     if scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None)],
-        workflows=[w for w in result.workflows if scope.key_matches(w.workflow_key)],
-        scope=scope)
+        diagnostics=[d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT
+                     or (scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None))],
+        workflows=workflows, scope=scope)

@@ -351,3 +351,26 @@ def test_simulate_checks_its_mode_and_output_directory_first(tmp_path):
     assert (p.returncode, p.stderr.decode().strip()) == (
         2, f"Error: --out {tmp_path / 'no' / 'x.jsonl'}: the directory {tmp_path / 'no'} does not exist; "
            "create it first")
+
+
+def test_a_key_that_matches_nothing_is_an_error_not_a_pass():
+    p = run_cli("audit", SEED, "--key", "ledger/exprot/*")
+    assert (p.returncode, p.stderr.decode().strip()) == (2, (
+        "Error: no workflow key matches ledger/exprot/*; the input has 3 workflow keys (e.g. "
+        "checkout/sync/cart-881, ledger/export/2026-07-26, reports/index/2026-07-26)"))
+
+
+def test_event_id_conflicts_count_against_the_verdict_whatever_the_scope():
+    import dataclasses
+
+    from auditor import Scope, Verdict, audit
+    from auditor.model import Diagnostic, DiagnosticKind
+    from auditor.scope import narrow
+
+    clean = audit([str(FIXTURES / "clean_handover.jsonl")])
+    conflict = Diagnostic("d-1", DiagnosticKind.EVENT_ID_CONFLICT, "elsewhere", 4, 1, "one id, two contents")
+    result = dataclasses.replace(clean, diagnostics=[conflict])
+    assert (result.lost, result.verdict) == (1, Verdict.INCOMPLETE)
+    key = clean.workflows[0].workflow_key
+    narrowed = narrow(result, Scope.parse(keys=[key], since="1000"))
+    assert (narrowed.diagnostics, narrowed.verdict) == ([conflict], Verdict.INCOMPLETE)
