@@ -17,13 +17,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import AuditError, AuditorError, InputError, NoEvents, StoreError, StoreLocked
-from .model import Diagnostic, Event, Finding, Grade, Incident, Kind
+from .expect import Comparison, ExpectError, compare_expected, load_expected
+from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
 from .result import AuditResult
+from .scope import Scope, ScopeError
 from .store import Store
 
-__all__ = ["audit", "ingest_paths", "report", "analyze", "AuditResult", "Finding", "Incident",
-           "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditorError", "AuditError", "InputError",
-           "NoEvents", "StoreError", "StoreLocked"]
+__all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditResult", "Finding",
+           "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
+           "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
+           "InputError", "NoEvents", "StoreError", "StoreLocked", "ExpectError", "ScopeError"]
 
 
 Progress = Callable[[int], None]
@@ -39,10 +42,16 @@ def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "a
 
 
 def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
-            require_events: bool = True) -> AuditResult:
-    """Detect and explain over everything in ``store``."""
+            require_events: bool = True, allow_quarantined: int = 0,
+            scope: Scope | None = None) -> AuditResult:
+    """Detect and explain over everything in ``store``, then keep what ``scope`` reports.
+
+    ``allow_quarantined`` lost lines (quarantined, or ``event_id`` conflicts) are accepted before
+    the verdict says ``incomplete``.
+    """
     from .detect import detect
     from .explain import incidents, workflows
+    from .scope import narrow
 
     summary = store.input_summary()
     if require_events and summary.events == 0:
@@ -60,14 +69,16 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
         wfs = workflows(det, findings)
     observed = sum(1 for w in wfs if w.ordering == "observed")
     ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
-    return AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
-                       incidents=incs, diagnostics=det.diagnostics, fail_on=Grade(fail_on),
-                       store=store)
+    result = AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
+                         incidents=incs, diagnostics=det.diagnostics, fail_on=Grade(fail_on),
+                         store=store, allow_quarantined=allow_quarantined)
+    return narrow(result, scope)
 
 
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
           db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
-          keep_payloads: bool = False, progress: Progress | None = None) -> AuditResult:
+          keep_payloads: bool = False, progress: Progress | None = None,
+          allow_quarantined: int = 0, scope: Scope | None = None) -> AuditResult:
     """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
     Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
@@ -77,14 +88,22 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
         paths = [paths]
     store = Store(db, keep_payloads=keep_payloads)
     ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
-    return analyze(store, fail_on)
+    return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
 
 
-def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT) -> AuditResult:
+def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
+           allow_quarantined: int = 0, scope: Scope | None = None,
+           lock_timeout: float = 0.0) -> AuditResult:
     """Re-run detection over a persistent store written by ``ingest`` or the span processor."""
+    check_store(db)
+    return analyze(Store(db, lock_timeout=lock_timeout), fail_on,
+                   allow_quarantined=allow_quarantined, scope=scope)
+
+
+def check_store(db: str | os.PathLike) -> None:
+    """Raise ``AuditError`` unless ``db`` exists (``report`` never creates an empty store)."""
     if not Path(db).exists():
         raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
-    return analyze(Store(db), fail_on)
 
 
 @contextmanager

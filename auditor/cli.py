@@ -1,53 +1,73 @@
 """The command-line door: ``auditor audit | ingest | report | simulate``.
 
-Each command builds the library objects, makes one call and renders the result; errors from the
-library are turned into one ``Error: ...`` line and exit code 2 here and nowhere else.
-Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it (or --expect differs),
-2 the audit could not run.
+Each command parses its arguments, checks them all before any work (a missing --expect file or
+an output directory that does not exist is reported before a long audit, not after), makes one
+library call and prints the result; errors from the library are turned into one ``Error: ...``
+line and exit code 2 here and nowhere else. Exit codes: 0 pass, 1 findings at or above --fail-on
+(or --expect differs), 2 the audit could not run, 3 incomplete (nothing reaches --fail-on but
+more lines were lost than --allow-quarantined accepts, so a pass cannot be claimed).
 """
 
 from __future__ import annotations
 
-import json
+import functools
+import inspect
 import os
 import sys
+from collections.abc import Callable
 from contextlib import contextmanager
-from enum import Enum
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import IO, Iterator, Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+from .ingest import FORMATS
+from .model import Grade
+from .scope import Scope
+from .simulate.world import Mode
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Audit event logs for split-brain execution: a displaced owner that kept "
-                       "acting after a newer owner epoch took over.")
+                       "acting after a newer owner epoch took over. Exit codes: 0 pass, 1 fail, "
+                       "2 could not run, 3 incomplete (evidence lost).")
 
+GRADES = [g.value for g in Grade]
+MODES = [m.value for m in Mode]
 
-class Fmt(str, Enum):
-    auto = "auto"
-    jsonl = "jsonl"
-    csv = "csv"
-    parquet = "parquet"
-    otlp = "otlp"
-
-
-class GradeOpt(str, Enum):
-    stale_activity = "stale_activity"
-    rejected_attempt = "rejected_attempt"
-    stale_attempt = "stale_attempt"
-    stale_commit = "stale_commit"
-    double_commit = "double_commit"
-
-
-PATHS = typer.Argument(..., help="Files, directories or - (standard input); gzip/zstd welcome.")
-FORMAT = typer.Option(Fmt.auto, "--format", help="Input format; auto detects from name and content.")
-JSON_OUT = typer.Option(None, "--json", help="Write the JSON document to FILE, or - for stdout.")
-HTML_OUT = typer.Option(None, "--html", help="Write the self-contained HTML incident report to FILE.")
-FAIL_ON = typer.Option(GradeOpt.stale_attempt, "--fail-on", case_sensitive=False,
-                       help="Exit 1 when a finding of this grade or worse exists.")
+PATHS = typer.Argument(..., metavar="PATH", show_default=False,
+                       help="Files, directories or - (standard input); gzip/zstd welcome.")
+FORMAT = typer.Option("auto", "--format", metavar="FORMAT", autocompletion=lambda: list(FORMATS),
+                      help=f"Input format: {', '.join(FORMATS)}; auto detects from name and content.")
+JSON_OUT = typer.Option(None, "--json", metavar="FILE", help="Write the JSON document to FILE, or - for stdout.")
+HTML_OUT = typer.Option(None, "--html", metavar="FILE", help="Write the self-contained HTML incident report to FILE.")
+JUNIT_OUT = typer.Option(None, "--junit", metavar="FILE",
+                         help="Write JUnit XML to FILE: a test case per workflow key, a failure per "
+                              "incident at or above --fail-on.")
+MARKDOWN_OUT = typer.Option(None, "--markdown", metavar="FILE",
+                            help="Write a Markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY).")
+FAIL_ON = typer.Option(Grade.STALE_ATTEMPT.value, "--fail-on", metavar="GRADE", autocompletion=lambda: GRADES,
+                       help=f"Exit 1 when a finding of this grade or worse exists: {', '.join(GRADES)}.")
+EXPECT = typer.Option(None, "--expect", metavar="FILE",
+                      help='Compare findings with {"findings": [[grade, workflow_key, seq], ...]}: exit 0 '
+                           "when they match, 1 when they differ, 3 when they match but lines were lost.")
+ALLOW = typer.Option(0, "--allow-quarantined", metavar="N", min=0,
+                     help="Accept up to N lost lines (quarantined, or event_id conflicts) before the "
+                          "verdict says incomplete (exit 3).")
+KEYS = typer.Option(None, "--key", metavar="GLOB",
+                    help="Report only this workflow key (a glob such as 'ledger/*'); repeatable.")
+KEYS_FROM = typer.Option(None, "--keys-from", metavar="FILE",
+                         help="Report only the workflow keys (or globs) listed in FILE, one per line.")
+SINCE = typer.Option(None, "--since", metavar="SEQ|TIME",
+                     help="Report findings from this seq (an integer) or RFC 3339 ts on, inclusive; "
+                          "detection still runs over everything, so earlier takeovers count.")
+UNTIL = typer.Option(None, "--until", metavar="SEQ|TIME", help="Report findings up to this seq or ts, inclusive.")
+QUIET = typer.Option(False, "--quiet", "-q", help="Print nothing but errors; the exit code says the verdict.")
 KEEP = typer.Option(False, "--keep-payloads",
                     help="Keep payload-like attrs (prompt, input, output, ...) instead of their SHA-256.")
-WAIT = typer.Option(0.0, "--wait", help="Seconds to wait for another process holding the --db file.")
+WAIT = typer.Option(0.0, "--wait", metavar="SECONDS",
+                    help="Seconds to wait for another process holding the --db file.")
 
 
 def fail(message: str) -> typer.Exit:
@@ -77,6 +97,99 @@ def errors() -> Iterator[None]:
         raise fail(f"unexpected {type(e).__name__}: {e} (set AUDITOR_DEBUG=1 for the traceback)")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"auditor {version('split-brain-auditor')}")
+        except PackageNotFoundError:
+            typer.echo("auditor (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(_: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
+                                 help="Print the version and exit.")) -> None:
+    pass
+
+
+# Arguments, checked before any work.
+
+
+def choice(option: str, value: str, choices: list[str], noun: str) -> str:
+    """``value`` normalized, or one ``Error:`` line naming the option and every valid value."""
+    normal = value.strip().lower()
+    if normal not in choices:
+        raise fail(f"{option} {value!r} is not {noun}; use one of {', '.join(choices)}")
+    return normal
+
+
+def grade(value: str) -> Grade:
+    return Grade(choice("--fail-on", value, GRADES, "a grade"))
+
+
+def input_format(value: str) -> str:
+    return choice("--format", value, list(FORMATS), "a format")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where the renderings go; ``json`` may be ``-`` (standard output)."""
+
+    json: Optional[str] = None
+    html: Optional[Path] = None
+    junit: Optional[Path] = None
+    markdown: Optional[Path] = None
+
+    def named(self) -> list[tuple[str, Path]]:
+        pairs = [("--json", self.json), ("--html", self.html), ("--junit", self.junit),
+                 ("--markdown", self.markdown)]
+        return [(opt, Path(p)) for opt, p in pairs if p is not None and str(p) != "-"]
+
+    def check(self, inputs: list[str], db: Optional[Path] = None) -> None:
+        check_outputs(self.named() + ([("--db", db)] if db else []), inputs)
+
+
+def check_outputs(named: list[tuple[str, Path]], inputs: list[str]) -> None:
+    """Every output can be written and overwrites no input (else a ``fail`` exit)."""
+    sources = {_same(p) for p in inputs if p != "-"}
+    seen: dict[Path, str] = {}
+    for opt, path in named:
+        where = _same(path)
+        if where in sources:
+            raise fail(f"{opt} {path} is also an input; write the output somewhere else")
+        if where in seen:
+            raise fail(f"{opt} {path} is also the {seen[where]} file; give each its own file")
+        seen[where] = opt
+        if path.is_dir():
+            raise fail(f"{opt} {path} is a directory; name a file")
+        if not path.parent.is_dir():
+            raise fail(f"{opt} {path}: the directory {path.parent} does not exist; create it first")
+
+
+def _same(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def scope_of(keys: Optional[list[str]], keys_from: Optional[Path], since: Optional[str],
+             until: Optional[str]) -> Scope:
+    with errors():
+        return Scope.parse(keys or (), keys_from, since, until)
+
+
+def expected_of(path: Optional[Path]):
+    from .expect import load_expected
+
+    if path is None:
+        return None
+    with errors():
+        return load_expected(path)
+
+
+# Progress on a terminal.
+
+
 LONG_INPUT = 64 << 20  # bytes of input from which the steps of a run are shown on a terminal
 
 
@@ -92,9 +205,9 @@ def _input_size(paths: list[str]) -> int:
 
 
 @contextmanager
-def progress_bar(paths: list[str]) -> Iterator[Optional[callable]]:
+def progress_bar(paths: list[str], quiet: bool = False) -> Iterator[Optional[Callable[[int], None]]]:
     """A byte-count progress bar on a terminal; nothing when stderr is not one."""
-    if not sys.stderr.isatty():
+    if quiet or not sys.stderr.isatty():
         yield None
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -107,10 +220,10 @@ def progress_bar(paths: list[str]) -> Iterator[Optional[callable]]:
 
 
 @contextmanager
-def step(paths: list[str], text: str) -> Iterator[None]:
+def step(paths: list[str], text: str, quiet: bool = False) -> Iterator[None]:
     """A spinner naming a long step after the reading (detection, writing the report), on a
     terminal and for a big input, like the progress bar; gone when the step ends."""
-    if not sys.stderr.isatty() or _input_size(paths) < LONG_INPUT:
+    if quiet or not sys.stderr.isatty() or _input_size(paths) < LONG_INPUT:
         yield
         return
     from rich.console import Console
@@ -119,151 +232,216 @@ def step(paths: list[str], text: str) -> Iterator[None]:
         yield
 
 
-def emit(result, json_out: Optional[str], html_out: Optional[Path], inputs: list[str] = ()) -> None:
-    from .render.terminal import print_summary
+# Results out.
 
-    if json_out:
+
+def write_output(path: str | Path, write: Callable[[IO[str]], None]) -> None:
+    """The one place an output file is written (``-`` is standard output)."""
+    if str(path) == "-":
+        write(sys.stdout)
+        return
+    with open(path, "w", encoding="utf-8") as out:
+        write(out)
+
+
+def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False) -> None:
+    """Write every requested rendering of ``result``, then the summary (stderr when the JSON
+    document goes to stdout)."""
+    if outputs.json:
         from .render.json import write_json
 
-        if json_out == "-":
-            write_json(result, sys.stdout)
-        else:
-            with step(list(inputs), f"writing {json_out}"), open(json_out, "w", encoding="utf-8") as out:
-                write_json(result, out)
-    if html_out:
+        with step(inputs, f"writing {outputs.json}", quiet):
+            write_output(outputs.json, lambda out: write_json(result, out))
+    if outputs.html:
         from .render.html import render_html
 
-        Path(html_out).write_text(render_html(result), encoding="utf-8")
-    print_summary(result, sys.stderr if json_out == "-" else sys.stdout)
+        write_output(outputs.html, lambda out: out.write(render_html(result)))
+    if outputs.junit:
+        from .render.junit import render_junit
+
+        write_output(outputs.junit, lambda out: out.write(render_junit(result)))
+    if outputs.markdown:
+        from .render.markdown import render_markdown
+
+        write_output(outputs.markdown, lambda out: out.write(render_markdown(result)))
+    if not quiet:
+        from .render.terminal import print_summary
+
+        print_summary(result, sys.stderr if outputs.json == "-" else sys.stdout)
 
 
-def compare_expected(result, expect: Path) -> bool:
-    """Print PASS when the findings equal the expected (grade, workflow_key, seq) set, else FAIL."""
-    from .render.terminal import clean
+@dataclass(frozen=True)
+class Reporting:
+    """The options ``audit`` and ``report`` share, parsed and checked before any work."""
 
-    try:
-        wanted = {tuple(x) for x in json.loads(expect.read_text())["findings"]}
-        if not all(len(t) == 3 and isinstance(t[0], str) and isinstance(t[1], str)
-                   and isinstance(t[2], int) for t in wanted):
-            raise ValueError("each finding is [grade, workflow_key, seq]")
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise fail(f"{expect}: cannot read the expected findings ({e}); expected "
-                   '{"findings": [["stale_activity", "workflow/key", 6], ...]}')
-    found = result.expected_triples()
-    out = sys.stdout
-    if found == wanted:
-        print(f"PASS: all {len(wanted)} expected findings found, nothing else", file=out)
-        return True
-    print("FAIL: findings differ from " + str(expect), file=out)
-    for g, k, s in sorted(wanted - found, key=lambda t: (t[1], t[2], t[0])):
-        print(f"  missing:    {clean(g)} {clean(k)} seq {clean(s)}", file=out)
-    for g, k, s in sorted(found - wanted, key=lambda t: (t[1], t[2], t[0])):
-        print(f"  unexpected: {clean(g)} {clean(k)} seq {clean(s)}", file=out)
-    return False
+    outputs: Outputs
+    fail_on: Grade
+    expect: Optional[Path]
+    expected: Optional[frozenset]
+    allow_quarantined: int
+    scope: Scope
+    quiet: bool
+
+    @classmethod
+    def parse(cls, json_out, html, junit, markdown, fail_on, expect, allow_quarantined, key,
+              keys_from, since, until, quiet) -> "Reporting":
+        return cls(Outputs(json_out, html, junit, markdown), grade(fail_on), expect, expected_of(expect),
+                   allow_quarantined, scope_of(key, keys_from, since, until), quiet)
+
+    def finish(self, result, inputs: list[str]) -> typer.Exit:
+        """Render, compare with --expect when given, and return the exit for the verdict."""
+        with errors():
+            emit(result, self.outputs, inputs, self.quiet)
+        if self.expected is None:
+            return typer.Exit(code=result.exit_code)
+        from .expect import compare_expected
+        from .render.terminal import print_comparison
+
+        comparison = compare_expected(result, self.expected, source=str(self.expect))
+        if not self.quiet:
+            print_comparison(result, comparison, sys.stderr if self.outputs.json == "-" else sys.stdout)
+        return typer.Exit(code=comparison.exit_code)
+
+
+#: The shared options, in the order ``Reporting.parse`` takes them (name, annotation, option).
+REPORTING = [
+    ("json_out", Optional[str], JSON_OUT), ("html", Optional[Path], HTML_OUT),
+    ("junit", Optional[Path], JUNIT_OUT), ("markdown", Optional[Path], MARKDOWN_OUT),
+    ("fail_on", str, FAIL_ON), ("expect", Optional[Path], EXPECT), ("allow_quarantined", int, ALLOW),
+    ("key", Optional[list[str]], KEYS), ("keys_from", Optional[Path], KEYS_FROM),
+    ("since", Optional[str], SINCE), ("until", Optional[str], UNTIL), ("quiet", bool, QUIET),
+]
+
+
+def reporting(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` the shared reporting options, handed to it as one ``rep: Reporting``:
+    typer reads the wrapper's signature, so each option is declared once for both commands."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "rep"]
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+              for name, kind, option in REPORTING]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        rep = Reporting.parse(*(kwargs.pop(name) for name, _, _ in REPORTING))
+        return command(**kwargs, rep=rep)
+
+    wrapper.__signature__ = inspect.Signature(own + shared)
+    wrapper.__annotations__ = {}
+    return wrapper
+
+
+# Commands.
 
 
 @app.command()
+@reporting
 def audit(
     paths: list[str] = PATHS,
-    format: Fmt = FORMAT,
-    json_out: Optional[str] = JSON_OUT,
-    html: Optional[Path] = HTML_OUT,
-    db: Optional[Path] = typer.Option(None, "--db", help="Persistent DuckDB store to extend (default: a scratch store deleted afterwards)."),
-    fail_on: GradeOpt = FAIL_ON,
-    expect: Optional[Path] = typer.Option(
-        None, "--expect", help='Compare findings with {"findings": [[grade, workflow_key, seq], ...]}; '
-                               "exit 0 on PASS, 1 on FAIL."),
+    format: str = FORMAT,
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE",
+                                      help="Persistent DuckDB store to extend (default: a scratch store "
+                                           "deleted afterwards)."),
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
+    *,
+    rep: Reporting,
 ) -> None:
-    """Ingest PATHS, detect, and report findings (exit 1 at or above --fail-on)."""
+    """Ingest PATH..., detect, and report findings (exit 1 at or above --fail-on, 3 incomplete)."""
     from . import analyze, ingest_paths
     from .store import Store
 
+    fmt = input_format(format)
+    rep.outputs.check(paths, db)
     with errors():
         store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
-        with progress_bar(paths) as progress:
-            ingest_paths(paths, store, format.value, progress, idempotent=db is not None)
-        with step(paths, "detecting"):
-            result = analyze(store, fail_on.value)
-        emit(result, json_out, html, paths)
-    if expect is not None:
-        raise typer.Exit(code=0 if compare_expected(result, expect) else 1)
-    raise typer.Exit(code=result.exit_code)
+        with progress_bar(paths, rep.quiet) as progress:
+            ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+        with step(paths, "detecting", rep.quiet):
+            result = analyze(store, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope)
+    raise rep.finish(result, paths)
 
 
 @app.command("ingest")
 def ingest_cmd(
     paths: list[str] = PATHS,
-    db: Path = typer.Option(..., "--db", help="The DuckDB store to append to (created if missing)."),
-    format: Fmt = FORMAT,
+    db: Path = typer.Option(..., "--db", metavar="FILE", help="The DuckDB store to append to (created if missing)."),
+    format: str = FORMAT,
+    quiet: bool = QUIET,
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
 ) -> None:
-    """Append PATHS to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
+    """Append PATH... to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
     from . import ingest_paths
-    from .render.terminal import clean
+    from .render.terminal import print_ingested
     from .store import Store
 
+    fmt = input_format(format)
+    check_outputs([("--db", db)], paths)
     with errors():
         with Store(db, keep_payloads=keep_payloads, lock_timeout=wait) as store:
-            with progress_bar(paths) as progress:
-                counts = ingest_paths(paths, store, format.value, progress, idempotent=True)
+            with progress_bar(paths, quiet) as progress:
+                counts = ingest_paths(paths, store, fmt, progress, idempotent=True)
             total = store.input_summary()
-    for c in counts:
-        if c.skipped:
-            typer.echo(f"{clean(c.name)}: already ingested, nothing added")
-        else:
-            typer.echo(f"{clean(c.name)}: {c.lines_read} lines read = {c.events} events + "
-                       f"{c.duplicates} duplicates + {c.quarantined} quarantined")
-    typer.echo(f"{db}: {total.events} events from {len(total.files)} files")
+    if not quiet:
+        print_ingested(db, counts, total)
 
 
 @app.command()
+@reporting
 def report(
-    db: Path = typer.Option(..., "--db", help="A DuckDB store written by 'auditor ingest'."),
-    json_out: Optional[str] = JSON_OUT,
-    html: Optional[Path] = HTML_OUT,
-    fail_on: GradeOpt = FAIL_ON,
+    db: Path = typer.Option(..., "--db", metavar="FILE", help="A DuckDB store written by 'auditor ingest'."),
     wait: float = WAIT,
+    *,
+    rep: Reporting,
 ) -> None:
-    """Re-run detection over a persistent store and report (exit 1 at or above --fail-on)."""
-    from . import AuditError, analyze
-    from .store import Store
+    """Re-run detection over a persistent store and report (exit 1 at or above --fail-on, 3 incomplete)."""
+    from . import check_store
+    from . import report as report_db
 
+    rep.outputs.check([str(db)])
     with errors():
-        if not db.exists():
-            raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
-        with step([str(db)], "detecting"):
-            result = analyze(Store(db, lock_timeout=wait), fail_on.value)
-        emit(result, json_out, html, [str(db)])
-    raise typer.Exit(code=result.exit_code)
-
-
-class Mode(str, Enum):
-    fenced = "fenced"
-    unfenced = "unfenced"
-    key_includes_epoch = "key-includes-epoch"
+        check_store(db)
+        with step([str(db)], "detecting", rep.quiet):
+            result = report_db(db, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
+                               lock_timeout=wait)
+    raise rep.finish(result, [str(db)])
 
 
 @app.command()
 def simulate(
-    runs: int = typer.Option(200, "--runs", min=1, help="Workflow runs to simulate (one preemption each)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed writes the same log."),
-    mode: Mode = typer.Option(Mode.fenced, "--mode", help="The tool gateway under test."),
-    out: Path = typer.Option(..., "--out", help="Where to write the event log (.gz compresses)."),
+    runs: int = typer.Option(200, "--runs", metavar="N", min=1, help="Workflow runs to simulate (one preemption each)."),
+    seed: int = typer.Option(0, "--seed", metavar="N", help="Random seed: the same seed writes the same log."),
+    mode: str = typer.Option("fenced", "--mode", metavar="MODE", autocompletion=lambda: MODES,
+                             help=f"The tool gateway under test: {', '.join(MODES)}."),
+    out: Path = typer.Option(..., "--out", metavar="FILE", help="Where to write the event log (.gz compresses)."),
     expect_out: Optional[Path] = typer.Option(
-        None, "--expect-out", help="Also write the simulation's ground truth in the --expect format."),
+        None, "--expect-out", metavar="FILE", help="Also write the simulation's ground truth in the --expect format."),
 ) -> None:
     """Simulate preemptions against a tool gateway and write the log with its ground truth."""
     from .simulate import SimulateError, run_cli
 
+    mode = choice("--mode", mode, MODES, "a mode")
+    check_outputs([("--out", out)] + ([("--expect-out", expect_out)] if expect_out else []), [])
     with errors():
         try:
-            typer.echo(run_cli(runs, seed, mode.value, out, expect_out))
+            typer.echo(run_cli(runs, seed, mode, out, expect_out))
         except SimulateError as e:
-            raise typer.BadParameter(str(e))
+            raise fail(f"--mode: {e}") from None
 
 
 def main() -> None:
-    app(prog_name="auditor")
+    command = typer.main.get_command(app)
+    _plain_paths(command)
+    command(prog_name="auditor")
+
+
+def _plain_paths(group) -> None:
+    """Help shows ``PATH...`` for the path arguments, not typer's ``{paths}...`` and ``<list[str]>``
+    (typer has no setting for an argument's type label or its usage braces)."""
+    for command in group.commands.values():
+        for param in command.params:
+            if isinstance(param, typer.core.TyperArgument):
+                label = f"{param.metavar or param.name.upper()}..."
+                param.metavar = label
+                param.display_type_rich = lambda ctx: None
+                param.get_usage_pieces = lambda ctx, label=label: [label]

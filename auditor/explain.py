@@ -64,10 +64,15 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
         parts.append(f"{owner(worst.worker, worst.epoch)} then {what} at seq {worst.seq}: {tail}")
     sentence = "; ".join(parts) + "." if parts else ""
     for d in doubles:
-        others = ", ".join(str(e) for e in d.epochs if e != d.epoch)
+        others = [str(e) for e in d.epochs if e != d.epoch]
+        earlier = ("epoch " if len(others) == 1 else "epochs ") + " and ".join(
+            (", ".join(others[:-1]), others[-1]) if len(others) > 1 else others)
         label = "its step" if d.unstable_effect_key and d.effect_key is None else d.effect_key
-        extra = (f" Epoch {d.epoch} ({d.worker or 'unknown'}) committed {label} again at seq {d.seq} after epoch "
-                 f"{others} had: the effect happened twice")
+        if worst is not None and worst.seq == d.seq:  # the stale commit above is this second commit
+            extra = f" {earlier.capitalize()} had already committed {label}: the effect happened twice"
+        else:
+            extra = (f" Epoch {d.epoch} ({d.worker or 'unknown'}) committed {label} again at seq {d.seq} "
+                     f"after {earlier} had: the effect happened twice")
         if d.unstable_effect_key:
             extra += f" (unstable effect key: step {d.step_id} used a different key under another epoch)"
         sentence = (sentence + extra + ".").strip()
@@ -164,7 +169,13 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
         sink_outcome=sink, verification=verification, freshness_seconds=freshness,
         confidence=confidence, response=RESPONSES[severity],
         witness=witness(transition, transition_seq, fs), grades=grades,
-        finding_ids=tuple(f.id for f in fs))
+        finding_ids=tuple(f.id for f in fs), responses=responses(f.grade for f in fs))
+
+
+def responses(grades: Iterable[Grade]) -> tuple[str, ...]:
+    """Each distinct action the grades call for, most urgent (most severe grade) first: a stale
+    commit by a worker still heartbeating needs both "freeze" and "stop the old worker"."""
+    return tuple(RESPONSES[g] for g in sorted(set(grades), key=_RANK.__getitem__, reverse=True))
 
 
 def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:

@@ -62,6 +62,7 @@ class DiagnosticKind(StrEnum):
     EPOCH_REGRESSION = "epoch_regression"
     UNACQUIRED_EPOCH = "unacquired_epoch"
     ORDERING_CONFLICT = "ordering_conflict"
+    EVENT_ID_CONFLICT = "event_id_conflict"
 
 
 class Outcome(StrEnum):
@@ -70,6 +71,22 @@ class Outcome(StrEnum):
     COMMITTED = "committed"
     REJECTED = "rejected"
     UNKNOWN = "unknown"
+
+
+class Verdict(StrEnum):
+    """The audit's answer (SPEC section 4): ``incomplete`` when no finding reaches --fail-on but
+    evidence was lost (quarantined lines, ``event_id`` conflicts), so a pass cannot be claimed."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCOMPLETE = "incomplete"
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_CODES[self]
+
+
+_EXIT_CODES = {Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.INCOMPLETE: 3}
 
 
 class Confidence(StrEnum):
@@ -235,6 +252,7 @@ class Incident:
     witness: str
     grades: dict[str, int]
     finding_ids: tuple[str, ...] = field(default_factory=tuple)
+    responses: tuple[str, ...] = ()  # every distinct action the findings call for, most urgent first
 
     def to_dict(self) -> dict[str, Any]:
         d = _fields(self)
@@ -245,4 +263,5 @@ class Incident:
         d["effects"] = [_fields(e) for e in self.effects]
         d["grades"] = dict(self.grades)
         d["finding_ids"] = list(self.finding_ids)
+        d["responses"] = list(self.responses)
         return d

@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .model import Diagnostic, Event, Finding, Grade, Incident
+from .model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, Verdict
 
 if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
     import polars as pl
 
+    from .scope import Scope
     from .store import Store
 
-SCHEMA = "split-brain-audit/1"
+SCHEMA = "split-brain-audit/2"
 LISTS = ("incidents", "findings", "diagnostics", "workflows")  # the document's long lists
 
 
@@ -62,6 +63,8 @@ class AuditResult:
     diagnostics: list[Diagnostic]
     fail_on: Grade = Grade.STALE_ATTEMPT
     store: "Store | None" = field(default=None, repr=False, compare=False)
+    allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
+    scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
 
     @property
     def failing(self) -> list[Finding]:
@@ -69,12 +72,31 @@ class AuditResult:
         return [f for f in self.findings if f.grade.at_least(self.fail_on)]
 
     @property
-    def verdict(self) -> str:
-        return "fail" if self.failing else "pass"
+    def event_id_conflicts(self) -> int:
+        return sum(1 for d in self.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT)
+
+    @property
+    def lost(self) -> int:
+        """Evidence the audit could not use: quarantined lines plus ``event_id`` conflicts."""
+        return self.input.quarantined + self.event_id_conflicts
+
+    @property
+    def verdict(self) -> Verdict:
+        """``fail`` at or above ``fail_on``; else ``incomplete`` when more than
+        ``allow_quarantined`` lines were lost (a pass cannot be claimed); else ``pass``."""
+        if self.failing:
+            return Verdict.FAIL
+        return Verdict.INCOMPLETE if self.lost > self.allow_quarantined else Verdict.PASS
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.failing else 0
+        return self.verdict.exit_code
+
+    def evidence_lost(self) -> dict[str, Any]:
+        """What was lost and why, for the document's top (before the findings)."""
+        return {"quarantined": self.input.quarantined, "event_id_conflicts": self.event_id_conflicts,
+                "allow_quarantined": self.allow_quarantined,
+                "first": [asdict(q) for q in self.input.quarantine]}
 
     def grade_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -102,8 +124,10 @@ class AuditResult:
         renderer that writes them one by one: those of a big audit do not fit in memory as dicts."""
         return {
             "schema": SCHEMA,
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "fail_on": self.fail_on.value,
+            "evidence_lost": self.evidence_lost(),
+            "scope": None if self.scope is None else self.scope.to_dict(),
             "ordering": self.ordering,
             "input": asdict(self.input),
             "summary": self.summary(),

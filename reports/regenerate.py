@@ -1,7 +1,8 @@
-"""Regenerate the example HTML reports committed in this folder, from the code as it is now.
+"""Regenerate the example reports committed in this folder (HTML, and the seed's Markdown and
+JUnit XML), from the code as it is now. Run it with the virtualenv's Python (or activate it first):
 
-    python reports/regenerate.py           # rewrite every example report
-    python reports/regenerate.py --check   # exit 1 and name the reports that differ
+    .venv/bin/python reports/regenerate.py           # rewrite every example report
+    .venv/bin/python reports/regenerate.py --check   # exit 1 and name the reports that differ
 
 ``tests/test_html.py`` renders the same examples and fails when a committed file drifts from what
 the code produces. Input file names are given relative to the folder they are audited from, so
@@ -18,15 +19,36 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(ROOT) not in sys.path:  # the checkout's code, not whichever copy is installed elsewhere
+    sys.path.insert(0, str(ROOT))
+
+
+def _seed():
+    """SPEC section 5: one unsafe takeover, one clean handover, one single owner."""
+    from auditor import audit
+
+    with contextlib.chdir(ROOT):
+        return audit("fixtures/seed_split_brain.jsonl")
 
 
 def seed_split_brain() -> str:
-    """SPEC section 5: one unsafe takeover, one clean handover, one single owner."""
-    from auditor import audit
     from auditor.render.html import render_html
 
-    with contextlib.chdir(ROOT):
-        return render_html(audit("fixtures/seed_split_brain.jsonl"))
+    return render_html(_seed())
+
+
+def seed_split_brain_markdown() -> str:
+    """The seed's Markdown summary, as a CI job would publish it to its step summary."""
+    from auditor.render.markdown import render_markdown
+
+    return render_markdown(_seed())
+
+
+def seed_split_brain_junit() -> str:
+    """The seed's JUnit XML, one test case per workflow key."""
+    from auditor.render.junit import render_junit
+
+    return render_junit(_seed())
 
 
 def payments_unfenced_200() -> str:
@@ -43,6 +65,8 @@ def payments_unfenced_200() -> str:
 
 EXAMPLES: dict[str, Callable[[], str]] = {
     "seed_split_brain.html": seed_split_brain,
+    "seed_split_brain.md": seed_split_brain_markdown,
+    "seed_split_brain.junit.xml": seed_split_brain_junit,
     "payments_unfenced_200.html": payments_unfenced_200,
 }
 
@@ -60,7 +84,8 @@ def main(argv: list[str]) -> int:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path.relative_to(ROOT)} ({len(text.encode()):,} bytes)")
     if stale:
-        print("out of date: " + ", ".join(stale) + "; run: python reports/regenerate.py", file=sys.stderr)
+        print("out of date: " + ", ".join(stale) + "; run: .venv/bin/python reports/regenerate.py",
+              file=sys.stderr)
         return 1
     return 0
 

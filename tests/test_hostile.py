@@ -6,7 +6,9 @@ says, and with ``lines read = events + duplicates + quarantined``. The decisions
 - A compressed stream that is *cut short* (a log copied off a crashed host, a file still being
   written) keeps every line before the cut; the cut line and everything after it count as one
   quarantined line, "the gzip stream is cut short ...", so the accounting holds and the summary
-  says what was lost. The evidence before the cut is exactly what the operator came for.
+  says what was lost. The evidence before the cut is exactly what the operator came for; the lost
+  tail makes the verdict ``incomplete`` (exit 3) unless a finding fails it, like every quarantined
+  line (SPEC section 4, revision 2): nothing here can pass over a line it could not read.
 - A compressed stream that is *corrupt* (bad data, checksum mismatch, garbage after a member)
   fails its file with ``Error: FILE: line N: ...`` and exit 2: corruption is found late, by a
   checksum, so the lines already decoded may be wrong and none of them is trusted as evidence.

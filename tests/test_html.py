@@ -372,7 +372,8 @@ def _regenerate_module():
     return module
 
 
-@pytest.mark.parametrize("name", ["seed_split_brain.html", "payments_unfenced_200.html"])
+@pytest.mark.parametrize("name", ["seed_split_brain.html", "payments_unfenced_200.html",
+                                  "seed_split_brain.md", "seed_split_brain.junit.xml"])
 def test_committed_reports_match_the_code(name):
     regen = _regenerate_module()
     committed = ROOT / "reports" / name

@@ -8,19 +8,25 @@ markup is never interpreted in data (``Text`` objects, not markup strings).
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
 from . import visible
-from ..model import Grade, Incident
+from ..model import Confidence, Grade, Incident, Verdict
 from ..result import AuditResult
+from .words import CONFIDENCE, actions, incident_facts, lost_head, lost_items, num, plural
+
+if TYPE_CHECKING:
+    from ..expect import Comparison
+    from ..result import InputSummary
 
 GRADE_STYLE = {
     Grade.STALE_ACTIVITY: "yellow", Grade.REJECTED_ATTEMPT: "cyan", Grade.STALE_ATTEMPT: "magenta",
     Grade.STALE_COMMIT: "red", Grade.DOUBLE_COMMIT: "bold red",
 }
+VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.FAIL: "bold red", Verdict.INCOMPLETE: "bold yellow"}
 MAX_INCIDENTS = 20
 MAX_QUARANTINE = 5
 
@@ -35,18 +41,25 @@ def summary_lines(result: AuditResult) -> list[Text]:
     s = result.summary()
     out: list[Text] = []
     verdict = Text("split-brain audit: ")
-    verdict.append(result.verdict.upper(), "bold red" if result.verdict == "fail" else "bold green")
-    verdict.append(f"  ({len(result.incidents)} incident{'s' * (len(result.incidents) != 1)}, "
-                   f"{len(result.failing)} finding{'s' * (len(result.failing) != 1)} at or above "
-                   f"{result.fail_on.value})")
+    verdict.append(result.verdict.value.upper(), VERDICT_STYLE[result.verdict])
+    if result.verdict is Verdict.INCOMPLETE:
+        verdict.append(f"  (no finding at or above {result.fail_on.value}, but "
+                       f"{plural(result.lost, 'line')} lost: a pass cannot be claimed)")
+    else:
+        verdict.append(f"  ({plural(len(result.incidents), 'incident')}, "
+                       f"{plural(len(result.failing), 'finding')} at or above {result.fail_on.value})")
     out.append(verdict)
+    out.extend(lost_lines(result))
     out.append(Text(
-        f"input: {inp.lines_read} lines read = {inp.events} events + {inp.duplicates} duplicates + "
-        f"{inp.quarantined} quarantined; {len(inp.files)} file{'s' * (len(inp.files) != 1)}; "
-        f"ordering {result.ordering}"))
+        f"input: {num(inp.lines_read)} lines read = {num(inp.events)} events + "
+        f"{num(inp.duplicates)} duplicates + {num(inp.quarantined)} quarantined; "
+        f"{plural(len(inp.files), 'file')}; ordering {result.ordering}"))
+    if result.scope is not None:
+        out.append(Text(f"scope: {clean(result.scope.describe())} (detection ran over every event; "
+                        "only what is in scope is reported)"))
     out.append(Text(
-        f"workflows: {s['workflows']}, acquisitions {s['acquisitions']}, handovers {s['handovers']} "
-        f"({s['clean_handovers']} clean)"))
+        f"workflows: {num(s['workflows'])}, acquisitions {num(s['acquisitions'])}, "
+        f"handovers {num(s['handovers'])} ({num(s['clean_handovers'])} clean)"))
     counts = Text("findings: ")
     graded = [(g, s["findings"].get(g.value, 0)) for g in reversed(Grade)]
     if not any(n for _, n in graded):
@@ -54,13 +67,13 @@ def summary_lines(result: AuditResult) -> list[Text]:
     for i, (g, n) in enumerate((g, n) for g, n in graded if n):
         if i:
             counts.append(", ")
-        counts.append(f"{g.value} {n}", GRADE_STYLE[g])
+        counts.append(f"{g.value} {num(n)}", GRADE_STYLE[g])
     out.append(counts)
     if result.diagnostics:
         kinds: dict[str, int] = {}
         for d in result.diagnostics:
             kinds[d.kind.value] = kinds.get(d.kind.value, 0) + 1
-        out.append(Text("diagnostics: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))))
+        out.append(Text("diagnostics: " + ", ".join(f"{k} {num(n)}" for k, n in sorted(kinds.items()))))
 
     ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_seq))
     if ranked:
@@ -69,15 +82,22 @@ def summary_lines(result: AuditResult) -> list[Text]:
     for inc in ranked[:MAX_INCIDENTS]:
         out.extend(_incident(inc))
     if len(ranked) > MAX_INCIDENTS:
-        out.append(Text(f"... and {len(ranked) - MAX_INCIDENTS} more incidents (see --json or --html)"))
-
-    if inp.quarantine:
-        out.append(Text(""))
-        out.append(Text(f"quarantined lines (first {min(MAX_QUARANTINE, len(inp.quarantine))} "
-                        f"of {inp.quarantined}):", "bold"))
-        for q in inp.quarantine[:MAX_QUARANTINE]:
-            out.append(Text(f"  {clean(q.file)}:{q.line}: {clean(q.reason)}"))
+        out.append(Text(f"... and {plural(len(ranked) - MAX_INCIDENTS, 'more incident')} "
+                        "(see --json, --markdown or --html)"))
+    levels = [c for c in Confidence if any(i.confidence is c for i in ranked[:MAX_INCIDENTS])]
+    if levels:
+        out.append(Text("confidence: " + "; ".join(f"{c.value}: {CONFIDENCE[c]}" for c in levels) + ".",
+                        "dim"))
     return out
+
+
+def lost_lines(result: AuditResult) -> list[Text]:
+    """What was lost and why, shown before everything else; nothing when nothing was lost."""
+    if not result.lost:
+        return []
+    items = lost_items(result, MAX_QUARANTINE)
+    out = [Text(f"lost: {lost_head(result)}" + (":" if items else ""), "bold")]
+    return out + [Text(f"  {clean(item)}") for item in items]
 
 
 def _incident(inc: Incident) -> list[Text]:
@@ -87,22 +107,58 @@ def _incident(inc: Incident) -> list[Text]:
                 f"({clean(inc.displaced.worker)}) -> current epoch {inc.current.epoch} "
                 f"({clean(inc.current.worker)})")
     if inc.transition_seq is not None:
-        head.append(f", transition at seq {inc.transition_seq}")
-    lines = [head, Text(f"    {clean(inc.witness)}")]
-    window = f"seq {inc.window_first_seq}-{inc.window_last_seq}"
-    if inc.window_seconds is not None and inc.window_seconds >= 0:
-        window += f", {inc.window_seconds:g}s after the transition"
-    elif inc.window_seconds is not None:  # buffered evidence: seq says after, the worker's clock before
-        window += f", ts {-inc.window_seconds:g}s earlier than the transition's ts"
-    effects = "; ".join(f"{clean(e.effect_key)} {e.sink_outcome.value}, "
-                        f"{'verified' if e.verified else 'unverified'}" for e in inc.effects)
-    lines.append(Text(f"    window {window}; effects: {effects or 'none'}; confidence "
-                      f"{inc.confidence.value}"))
-    lines.append(Text(f"    do: {inc.response}", "dim"))
+        head.append(f", takeover at seq {inc.transition_seq}")
+    lines = [head, Text(f"    {clean(inc.witness)}"), Text("    " + clean("; ".join(incident_facts(inc))))]
+    for n, action in enumerate(actions(inc), 1):
+        lines.append(Text(f"    {'do:' if n == 1 else '   '} {n}. {action}", "dim"))
     return lines
 
 
+def comparison_lines(result: AuditResult, cmp: "Comparison") -> list[Text]:
+    """The --expect verdict, after what was lost: FAIL when the findings differ, INCOMPLETE when
+    they match but lines were lost, PASS only when they match and nothing was lost."""
+    out = lost_lines(result)
+    if cmp.verdict is Verdict.FAIL:
+        out.append(Text(f"FAIL: findings differ from {clean(cmp.source)}", VERDICT_STYLE[cmp.verdict]))
+        out += [Text(f"  missing:    {_triple(t)}") for t in cmp.missing]
+        out += [Text(f"  unexpected: {_triple(t)}") for t in cmp.unexpected]
+        return out
+    found = f"all {plural(cmp.expected, 'expected finding')} found, nothing else"
+    if cmp.verdict is Verdict.INCOMPLETE:
+        out.append(Text(f"INCOMPLETE: {found}, but {plural(cmp.lost, 'line')} lost: "
+                        "a pass cannot be claimed", VERDICT_STYLE[cmp.verdict]))
+    else:
+        out.append(Text(f"PASS: {found}", VERDICT_STYLE[cmp.verdict]))
+    return out
+
+
+def _triple(t: tuple) -> str:
+    grade, key, seq = t
+    return f"{clean(grade)} {clean(key)} seq {'null' if seq is None else seq}"
+
+
+def print_comparison(result: AuditResult, cmp: "Comparison", file: IO[str] | None = None) -> None:
+    _print(comparison_lines(result, cmp), file)
+
+
+def print_ingested(db: object, counts: list, total: "InputSummary", file: IO[str] | None = None) -> None:
+    """One line per ingested file (lines read = events + duplicates + quarantined), then the store."""
+    lines = []
+    for c in counts:
+        if c.skipped:
+            lines.append(Text(f"{clean(c.name)}: already ingested, nothing added"))
+        else:
+            lines.append(Text(f"{clean(c.name)}: {num(c.lines_read)} lines read = {num(c.events)} events + "
+                              f"{num(c.duplicates)} duplicates + {num(c.quarantined)} quarantined"))
+    lines.append(Text(f"{clean(db)}: {plural(total.events, 'event')} from {plural(len(total.files), 'file')}"))
+    _print(lines, file)
+
+
 def print_summary(result: AuditResult, file: IO[str] | None = None) -> None:
+    _print(summary_lines(result), file)
+
+
+def _print(lines: list[Text], file: IO[str] | None) -> None:
     console = Console(file=file, highlight=False, soft_wrap=True)
-    for line in summary_lines(result):
+    for line in lines:
         console.print(line)

@@ -1,0 +1,122 @@
+"""The words every renderer shares: counts with their nouns, durations, the stale window, the
+evidence's freshness and what a confidence level means. One place, so the terminal, the Markdown
+summary and the HTML context say the same thing the same way ("1 file", "6,865 incidents").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..model import Confidence, DiagnosticKind, EffectOutcome, Incident, Outcome
+
+if TYPE_CHECKING:
+    from ..result import AuditResult
+
+CONFIDENCE = {
+    Confidence.HIGH: "order from seq, and every commit reported by the sink or the coordinator",
+    Confidence.MEDIUM: "order from seq, but a commit was reported only by the worker itself "
+                       "(or its span hit the OTel attribute limits), so confirm it at the sink",
+    Confidence.LOW: "seq was missing, so the order is the order the events were observed in",
+}
+
+_IRREGULAR = {"was": "were", "is": "are"}
+
+
+def num(n: int) -> str:
+    """An integer with thousands separators: ``6,865``."""
+    return f"{n:,}"
+
+
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``, ``6,865 incidents``; ``many`` for a noun not made with ``s``."""
+    if n == 1:
+        return f"1 {noun}"
+    return f"{num(n)} {many or _IRREGULAR.get(noun) or noun + 's'}"
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``8 min``, ``2 h 5 min``: rounded for people, sign kept."""
+    sign, s = ("-" if seconds < 0 else ""), abs(seconds)
+    if s < 60:
+        return f"{sign}{s:.3g} s"
+    minutes, rest = divmod(round(s), 60)
+    if s < 3600:
+        return f"{sign}{minutes} min" + (f" {rest} s" if rest else "")
+    hours, rest = divmod(minutes, 60)
+    return f"{sign}{hours} h" + (f" {rest} min" if rest else "")
+
+
+def seqs(first: int | None, last: int | None) -> str:
+    if first == last:
+        return f"seq {first}"
+    return f"seq {first}-{last}"
+
+
+def stale_window(inc: Incident) -> str:
+    """How long the displaced owner acted after the takeover, then where: ``stale for 60 s after
+    the takeover, seq 1022-1029``; without timestamps only the seqs."""
+    where = seqs(inc.window_first_seq, inc.window_last_seq)
+    if inc.window_seconds is None:
+        return f"stale at {where}"
+    if inc.window_seconds >= 0:
+        return f"stale for {duration(inc.window_seconds)} after the takeover, {where}"
+    # Buffered evidence: seq puts it after the takeover, the worker's clock before.
+    return (f"stale at {where} (its ts is {duration(-inc.window_seconds)} earlier than the "
+            "takeover's: the clocks disagree with seq, and seq decides)")
+
+
+def freshness(inc: Incident) -> str | None:
+    """The last stale event's age, measured against the log (never against now)."""
+    if inc.freshness_seconds is None:
+        return None
+    if inc.freshness_seconds == 0:
+        return "the last stale event is the newest event in the log"
+    return f"last stale event {duration(inc.freshness_seconds)} before the newest event in the log"
+
+
+def verification(inc: Incident) -> str:
+    """``verified``/``unverified``, or why verification does not apply (nothing took effect)."""
+    if inc.verification == "n/a":
+        return "n/a (no effect key)"
+    if inc.effects and all(e.sink_outcome is Outcome.REJECTED for e in inc.effects):
+        return "n/a (the sink rejected it)"
+    return inc.verification
+
+
+def effects(inc: Incident) -> str:
+    """``release-index/2026-07-26 committed, unverified; ...`` or ``none``."""
+    return "; ".join(f"{e.effect_key} {_checked(e)}" for e in inc.effects) or "none"
+
+
+def _checked(e: EffectOutcome) -> str:
+    if e.verified:
+        return f"{e.sink_outcome.value}, verified"
+    # A rejected effect never happened: nothing to verify, and no warning to raise.
+    return e.sink_outcome.value if e.sink_outcome is Outcome.REJECTED else f"{e.sink_outcome.value}, unverified"
+
+
+def incident_facts(inc: Incident) -> list[str]:
+    """The stale window, the effects, the confidence and the freshness, one phrase each."""
+    facts = [stale_window(inc), f"effects: {effects(inc)}", f"confidence {inc.confidence.value}"]
+    fresh = freshness(inc)
+    return facts + [fresh] if fresh else facts
+
+
+def actions(inc: Incident) -> tuple[str, ...]:
+    """Every distinct response the incident's findings call for, most urgent first."""
+    return inc.responses or (inc.response,)
+
+
+def lost_head(result: "AuditResult") -> str:
+    """``7 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0)``."""
+    within = "within" if result.lost <= result.allow_quarantined else "more than"
+    return (f"{plural(result.input.quarantined, 'quarantined line')}, "
+            f"{plural(result.event_id_conflicts, 'event_id conflict')} "
+            f"({within} --allow-quarantined {num(result.allow_quarantined)})")
+
+
+def lost_items(result: "AuditResult", limit: int) -> list[str]:
+    """The first ``limit`` lost lines (``file:line: reason``) and conflicts, as raw text."""
+    items = [f"{q.file}:{q.line}: {q.reason}" for q in result.input.quarantine[:limit]]
+    conflicts = [d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT]
+    return items + [f"{d.workflow_key} seq {d.seq}: {d.detail}" for d in conflicts[:limit]]
