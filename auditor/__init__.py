@@ -60,8 +60,13 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
         wfs = workflows(det, findings)
     observed = sum(1 for w in wfs if w.ordering == "observed")
     ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
+    diagnostics = det.diagnostics
+    conflicts = store.id_conflicts()
+    if conflicts:
+        diagnostics = sorted(diagnostics + conflicts,
+                             key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
     return AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
-                       incidents=incs, diagnostics=det.diagnostics, fail_on=Grade(fail_on),
+                       incidents=incs, diagnostics=diagnostics, fail_on=Grade(fail_on),
                        store=store)
 
 

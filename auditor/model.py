@@ -62,6 +62,7 @@ class DiagnosticKind(StrEnum):
     EPOCH_REGRESSION = "epoch_regression"
     UNACQUIRED_EPOCH = "unacquired_epoch"
     ORDERING_CONFLICT = "ordering_conflict"
+    EVENT_ID_CONFLICT = "event_id_conflict"
 
 
 class Outcome(StrEnum):
@@ -130,7 +131,7 @@ class Event:
     effect_key: str | None = None
     sink: str | None = None
     sink_result: SinkResult | None = None
-    reporter: Reporter | None = None
+    reporter: Reporter | str | None = None  # an unknown reporter is kept as given (SPEC rev 2)
     step_id: str | None = None
     ts: str | None = None
     event_id: str | None = None
