@@ -20,10 +20,11 @@ from .errors import AuditError, AuditorError, InputError, NoEvents, StoreError, 
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind
 from .result import AuditResult
 from .store import Store
+from .vocabulary import Vocabulary, VocabularyError
 
 __all__ = ["audit", "ingest_paths", "report", "analyze", "AuditResult", "Finding", "Incident",
            "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditorError", "AuditError", "InputError",
-           "NoEvents", "StoreError", "StoreLocked"]
+           "NoEvents", "StoreError", "StoreLocked", "Vocabulary", "VocabularyError"]
 
 
 Progress = Callable[[int], None]
@@ -72,15 +73,18 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
 
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
           db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
-          keep_payloads: bool = False, progress: Progress | None = None) -> AuditResult:
+          keep_payloads: bool = False, progress: Progress | None = None,
+          vocabulary: Vocabulary | str | os.PathLike | None = None) -> AuditResult:
     """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
+    ``vocabulary`` maps a team's own kind and field names onto the contract: a ``Vocabulary`` or
+    the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used).
     Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
     ``timeline()``. Raises ``AuditError`` (``NoEvents``, ``InputError``) when the audit cannot run.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    store = Store(db, keep_payloads=keep_payloads)
+    store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
     ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
     return analyze(store, fail_on)
 

@@ -48,6 +48,8 @@ FAIL_ON = typer.Option(GradeOpt.stale_attempt, "--fail-on", case_sensitive=False
 KEEP = typer.Option(False, "--keep-payloads",
                     help="Keep payload-like attrs (prompt, input, output, ...) instead of their SHA-256.")
 WAIT = typer.Option(0.0, "--wait", help="Seconds to wait for another process holding the --db file.")
+MAP = typer.Option(None, "--map", help="Vocabulary file (TOML): your kind and field names onto the "
+                                       'contract, e.g. [kinds] result_committed = "effect_committed".')
 
 
 def fail(message: str) -> typer.Exit:
@@ -175,13 +177,14 @@ def audit(
                                "exit 0 on PASS, 1 on FAIL."),
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
+    vocabulary: Optional[Path] = MAP,
 ) -> None:
     """Ingest PATHS, detect, and report findings (exit 1 at or above --fail-on)."""
     from . import analyze, ingest_paths
     from .store import Store
 
     with errors():
-        store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
+        store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
         with progress_bar(paths) as progress:
             ingest_paths(paths, store, format.value, progress, idempotent=db is not None)
         with step(paths, "detecting"):
@@ -199,6 +202,7 @@ def ingest_cmd(
     format: Fmt = FORMAT,
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
+    vocabulary: Optional[Path] = MAP,
 ) -> None:
     """Append PATHS to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
     from . import ingest_paths
@@ -206,7 +210,7 @@ def ingest_cmd(
     from .store import Store
 
     with errors():
-        with Store(db, keep_payloads=keep_payloads, lock_timeout=wait) as store:
+        with Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary) as store:
             with progress_bar(paths) as progress:
                 counts = ingest_paths(paths, store, format.value, progress, idempotent=True)
             total = store.input_summary()
@@ -226,6 +230,8 @@ def report(
     html: Optional[Path] = HTML_OUT,
     fail_on: GradeOpt = FAIL_ON,
     wait: float = WAIT,
+    vocabulary: Optional[Path] = typer.Option(
+        None, "--map", help="Vocabulary file (TOML); checked here, applied when lines are ingested."),
 ) -> None:
     """Re-run detection over a persistent store and report (exit 1 at or above --fail-on)."""
     from . import AuditError, analyze
@@ -235,7 +241,7 @@ def report(
         if not db.exists():
             raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
         with step([str(db)], "detecting"):
-            result = analyze(Store(db, lock_timeout=wait), fail_on.value)
+            result = analyze(Store(db, lock_timeout=wait, vocabulary=vocabulary), fail_on.value)
         emit(result, json_out, html, [str(db)])
     raise typer.Exit(code=result.exit_code)
 

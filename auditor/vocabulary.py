@@ -93,6 +93,12 @@ _GUESSES = (("commit", "effect_committed"), ("verif", "outcome_verified"), ("rej
             ("lease", "lease_acquired"))
 
 
+def _toml(v: object) -> str:
+    import json
+
+    return json.dumps(v, default=str)
+
+
 def name_key(name: str) -> str:
     """How field and kind names are compared: case-insensitive, camelCase as snake_case."""
     return _CAMEL.sub("_", name.strip()).lower()
@@ -142,7 +148,7 @@ class Vocabulary:
         for name, target in (fields or {}).items():
             if not isinstance(target, str) or target not in FIELDS:
                 raise VocabularyError(
-                    f'{where}: [fields] {name} = {target!r}: not a canonical field; use one of {", ".join(FIELDS)}')
+                    f'{where}: [fields] {name} = {_toml(target)}: not a canonical field; use one of {", ".join(FIELDS)}')
             key = name_key(name)
             if not key or key == "attrs":
                 raise VocabularyError(f'{where}: [fields] {name!r}: not a usable field name')
@@ -156,7 +162,7 @@ class Vocabulary:
         for name, target in (kinds or {}).items():
             if not isinstance(target, str) or target not in KINDS:
                 raise VocabularyError(
-                    f'{where}: [kinds] {name} = {target!r}: not a kind the auditor knows; use one of {_KIND_LIST}')
+                    f'{where}: [kinds] {name} = {_toml(target)}: not a kind the auditor knows; use one of {_KIND_LIST}')
             key = name_key(name).rsplit(".", 1)[-1]
             if kind_map.get(key, (target, None))[0] != target:
                 raise VocabularyError(
