@@ -176,7 +176,7 @@ def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]
                        _attributes(ev.get("attributes")), _int(ev.get("droppedAttributesCount"), "droppedAttributesCount") or 0))
     capped = bool(_int(span.get("droppedAttributesCount"), "droppedAttributesCount")
                   or _int(span.get("droppedEventsCount"), "droppedEventsCount"))
-    from ..otel import map_span  # here, not at the top: format detection imports this module
+    from ..otel.mapping import map_span  # here, not at the top: format detection imports this module
 
     return map_span(_hex_id(span.get("traceId"), 32, "traceId"), _hex_id(span.get("spanId"), 16, "spanId"),
                     str(span.get("name", "")), _int(span.get("startTimeUnixNano"), "startTimeUnixNano"),
