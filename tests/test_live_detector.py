@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from auditor import audit
 from auditor.detect.live import LiveDetector, detect_events
-from auditor.model import Event, Kind, Outcome
+from auditor.model import Event, Outcome
 from auditor.otel.convert import event_from_record
 
 from .conftest import FIXTURES, ev, write_jsonl
