@@ -210,3 +210,13 @@ def test_csv_blank_rows_are_not_lines_read():
     assert (r.input.lines_read, r.input.events, r.input.quarantined) == (16, 16, 0)
     assert json.loads((FIXTURES / "csv_blank_and_empty_cells.expected.json").read_text())["findings"] == [
         [f.grade.value, f.workflow_key, f.seq] for f in r.findings]
+
+
+def test_unknown_reporter_counts_as_worker_for_confidence(tmp_path):
+    seed = [json.loads(line) for line in (FIXTURES / "seed_split_brain.jsonl").read_text().splitlines()]
+    for e in seed:
+        if e["seq"] in (8, 9):
+            e["reporter"] = "scheduler"
+    r = audit([write_jsonl(tmp_path / "a.jsonl", seed)])
+    assert [(i.confidence.value, i.severity.value) for i in r.incidents] == [("medium", "double_commit")]
+    assert {f.reporter for f in r.findings if f.seq in (8, 9)} == {"scheduler"}
