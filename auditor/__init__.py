@@ -22,11 +22,13 @@ from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
 from .result import AuditResult
 from .scope import Scope, ScopeError
 from .store import Store
+from .vocabulary import Vocabulary, VocabularyError
 
 __all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditResult", "Finding",
            "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
            "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
-           "InputError", "NoEvents", "StoreError", "StoreLocked", "ExpectError", "ScopeError"]
+           "InputError", "NoEvents", "StoreError", "StoreLocked", "ExpectError", "ScopeError",
+           "Vocabulary", "VocabularyError"]
 
 
 Progress = Callable[[int], None]
@@ -69,8 +71,13 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
         wfs = workflows(det, findings)
     observed = sum(1 for w in wfs if w.ordering == "observed")
     ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
+    diagnostics = det.diagnostics
+    conflicts = store.id_conflicts()
+    if conflicts:
+        diagnostics = sorted(diagnostics + conflicts,
+                             key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
     result = AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
-                         incidents=incs, diagnostics=det.diagnostics, fail_on=Grade(fail_on),
+                         incidents=incs, diagnostics=diagnostics, fail_on=Grade(fail_on),
                          store=store, allow_quarantined=allow_quarantined)
     return narrow(result, scope)
 
@@ -78,25 +85,32 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
           db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
           keep_payloads: bool = False, progress: Progress | None = None,
-          allow_quarantined: int = 0, scope: Scope | None = None) -> AuditResult:
+          allow_quarantined: int = 0, scope: Scope | None = None,
+          vocabulary: Vocabulary | str | os.PathLike | None = None) -> AuditResult:
     """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
+    ``vocabulary`` maps a team's own kind and field names onto the contract: a ``Vocabulary`` or
+    the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used).
     Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
     ``timeline()``. Raises ``AuditError`` (``NoEvents``, ``InputError``) when the audit cannot run.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    store = Store(db, keep_payloads=keep_payloads)
+    store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
     ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
     return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
 
 
 def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
            allow_quarantined: int = 0, scope: Scope | None = None,
-           lock_timeout: float = 0.0) -> AuditResult:
-    """Re-run detection over a persistent store written by ``ingest`` or the span processor."""
+           lock_timeout: float = 0.0,
+           vocabulary: Vocabulary | str | os.PathLike | None = None) -> AuditResult:
+    """Re-run detection over a persistent store written by ``ingest`` or the span processor.
+
+    ``vocabulary`` is checked (``VocabularyError``) but changes nothing: it applies when lines are
+    ingested, and the store holds them normalized."""
     check_store(db)
-    return analyze(Store(db, lock_timeout=lock_timeout), fail_on,
+    return analyze(Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary), fail_on,
                    allow_quarantined=allow_quarantined, scope=scope)
 
 

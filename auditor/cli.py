@@ -68,6 +68,9 @@ KEEP = typer.Option(False, "--keep-payloads",
                     help="Keep payload-like attrs (prompt, input, output, ...) instead of their SHA-256.")
 WAIT = typer.Option(0.0, "--wait", metavar="SECONDS",
                     help="Seconds to wait for another process holding the --db file.")
+MAP = typer.Option(None, "--map", metavar="FILE",
+                   help="Vocabulary file (TOML): your kind and field names onto the contract, e.g. "
+                        '[kinds] result_committed = "effect_committed".')
 
 
 def fail(message: str) -> typer.Exit:
@@ -343,6 +346,7 @@ def audit(
                                            "deleted afterwards)."),
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
+    vocabulary: Optional[Path] = MAP,
     *,
     rep: Reporting,
 ) -> None:
@@ -353,7 +357,7 @@ def audit(
     fmt = input_format(format)
     rep.outputs.check(paths, db)
     with errors():
-        store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
+        store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
         with progress_bar(paths, rep.quiet) as progress:
             ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
         with step(paths, "detecting", rep.quiet):
@@ -369,6 +373,7 @@ def ingest_cmd(
     quiet: bool = QUIET,
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
+    vocabulary: Optional[Path] = MAP,
 ) -> None:
     """Append PATH... to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
     from . import ingest_paths
@@ -378,7 +383,7 @@ def ingest_cmd(
     fmt = input_format(format)
     check_outputs([("--db", db)], paths)
     with errors():
-        with Store(db, keep_payloads=keep_payloads, lock_timeout=wait) as store:
+        with Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary) as store:
             with progress_bar(paths, quiet) as progress:
                 counts = ingest_paths(paths, store, fmt, progress, idempotent=True)
             total = store.input_summary()
@@ -391,6 +396,9 @@ def ingest_cmd(
 def report(
     db: Path = typer.Option(..., "--db", metavar="FILE", help="A DuckDB store written by 'auditor ingest'."),
     wait: float = WAIT,
+    vocabulary: Optional[Path] = typer.Option(
+        None, "--map", metavar="FILE",
+        help="Vocabulary file (TOML); checked here, applied when lines are ingested."),
     *,
     rep: Reporting,
 ) -> None:
@@ -403,7 +411,7 @@ def report(
         check_store(db)
         with step([str(db)], "detecting", rep.quiet):
             result = report_db(db, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
-                               lock_timeout=wait)
+                               lock_timeout=wait, vocabulary=vocabulary)
     raise rep.finish(result, [str(db)])
 
 

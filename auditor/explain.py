@@ -14,6 +14,7 @@ from .detect import Detection
 from .model import (RESPONSES, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind,
                     Outcome, Owner, stable_id)
 from .result import WorkflowSummary
+from .vocabulary import reporter_role
 
 _VERBS = {Kind.PROGRESS: "reported progress", Kind.EFFECT_ATTEMPTED: "attempted",
           Kind.EFFECT_COMMITTED: "committed"}
@@ -150,7 +151,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     commits = [f for f in fs if f.kind is _COMMIT]
     if observed:
         confidence = Confidence.LOW
-    elif any(f.reporter == "worker" for f in commits) or any(f.id in det.capped for f in fs):
+    elif any(reporter_role(f.reporter) == "worker" for f in commits) or any(f.id in det.capped for f in fs):
         confidence = Confidence.MEDIUM
     else:
         confidence = Confidence.HIGH

@@ -147,7 +147,7 @@ class Event:
     effect_key: str | None = None
     sink: str | None = None
     sink_result: SinkResult | None = None
-    reporter: Reporter | None = None
+    reporter: Reporter | str | None = None  # an unknown reporter is kept as given (SPEC rev 2)
     step_id: str | None = None
     ts: str | None = None
     event_id: str | None = None

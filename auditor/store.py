@@ -10,7 +10,6 @@ Threading: a ``Store`` owns one DuckDB connection; use it from one thread at a t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -25,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .errors import StoreError, StoreLocked
-from .model import Event, Kind, Reporter, SinkResult
+from .model import Diagnostic, DiagnosticKind, Event, Kind, Reporter, SinkResult, stable_id
+from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
+from .vocabulary import EFFECT_KINDS, FIELDS, KINDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of
 from .result import InputSummary, QuarantinedLine
 from .sql import statements
 
@@ -41,16 +42,6 @@ STAGE_BATCH_ROWS = 16_384
 #: DuckDB's share of memory; the audit's Python side (findings, incidents) comes on top.
 MEMORY_LIMIT = os.environ.get("AUDITOR_MEMORY_LIMIT", "800MB")
 
-#: attrs keys whose values may carry payload bodies, prompts or secrets: stored as a hash only.
-PAYLOAD_KEYS = frozenset({"payload", "prompt", "input", "output", "arguments", "result", "body",
-                          "messages", "content", "completion", "response", "request"})
-
-_CANONICAL = frozenset({
-    "seq", "workflow_key", "job", "job_id", "run_id", "kind", "event", "epoch", "token",
-    "fencing_token", "owner_epoch", "lease_epoch", "worker", "effect_key", "idempotency_key",
-    "sink", "sink_result", "reporter", "step_id", "ts", "event_id",
-})
-
 
 @dataclass(frozen=True, slots=True)
 class SourceCounts:
@@ -64,57 +55,9 @@ class SourceCounts:
     skipped: bool = False  # the same bytes were already ingested into this store
 
 
-def payload_hash(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _payload_key(key: str) -> bool:
-    """``prompt``, and also the last part of a compound name: ``gen_ai.prompt``, ``tool_input``."""
-    key = key.lower()
-    return key in PAYLOAD_KEYS or key.replace("-", ".").replace("_", ".").rsplit(".", 1)[-1] in PAYLOAD_KEYS
-
-
-def redact(value: Any, keep_payloads: bool = False) -> Any:
-    """Replace payload-like fields (at any depth) by their SHA-256, unless told to keep them."""
-    if keep_payloads:
-        return value
-    stack = [value]
-    while stack:  # iterative: hostile input nests deeper than Python's recursion limit
-        node = stack.pop()
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if isinstance(k, str) and _payload_key(k):
-                    node[k] = payload_hash(v)
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-        elif isinstance(node, list):
-            stack.extend(v for v in node if isinstance(v, (dict, list)))
-    return value
-
-
-def attrs_of(record: dict[str, Any], keep_payloads: bool = False) -> dict[str, Any] | None:
-    """The ``attrs`` of a raw record: its ``attrs`` object plus every non-canonical field."""
-    out: dict[str, Any] = {}
-    inner = record.get("attrs")
-    if isinstance(inner, str):
-        try:
-            inner = json.loads(inner)
-        except ValueError:
-            pass
-    if isinstance(inner, dict):
-        out.update(inner)
-    elif inner is not None:
-        out["attrs"] = inner
-    for k, v in record.items():
-        if k not in _CANONICAL and k != "attrs":
-            out[k] = v
-    return redact(out, keep_payloads) or None
-
-
 def _attrs_udf(line: str, keep_payloads: bool) -> str | None:
     try:
-        attrs = attrs_of(json.loads(line), keep_payloads)
+        attrs = attrs_of(json.loads(line), keep_payloads)  # the fast path: canonical names only
     except (ValueError, RecursionError):
         return json.dumps({"attrs_error": "attrs could not be decoded"})
     if attrs is None:
@@ -142,6 +85,28 @@ def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
     return pc.take(attrs, pc.index_in(lines, value_set=distinct))
 
 
+#: The stage query's lists, from the vocabulary, bound as parameters (never spliced into the SQL).
+_STAGE_PARAMS = {
+    "fast_shape": json.dumps({f: "JSON" if f == "workflow_key" else "VARCHAR" for f in (*FIELDS, "attrs")}
+                             | {"attrs": "JSON"}),
+    "names": [*FIELDS, "attrs"], "kinds": list(KINDS), "effect_kinds": sorted(EFFECT_KINDS),
+    "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
+    "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"],
+}
+_REPORTERS = {r: Reporter(r) for r in REPORTERS}
+
+
+def _normalize_udf(box: list[Vocabulary]):
+    """``normalize_line`` over one arrow vector of lines (the stage's slow path)."""
+    def normalize_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
+        import pyarrow as pa
+
+        vocabulary = box[0]
+        return pa.array([None if line is None else normalize_line(line, vocabulary, bool(keep))
+                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
+    return normalize_batch
+
+
 def _drop_scratch(con: duckdb.DuckDBPyConnection, scratch: str) -> None:
     con.close()
     shutil.rmtree(scratch, ignore_errors=True)
@@ -156,9 +121,13 @@ class Store:
     """
 
     def __init__(self, path: str | Path | None = None, *, keep_payloads: bool = False,
-                 lock_timeout: float = 0.0, read_only: bool = False) -> None:
+                 lock_timeout: float = 0.0, read_only: bool = False,
+                 vocabulary: "Vocabulary | str | os.PathLike | None" = None) -> None:
         self.path = None if path is None else Path(path)
         self.keep_payloads = keep_payloads
+        # A box, not self, in the UDF's closure: the connection holds the UDF, and the store
+        # must not be kept alive by its own connection.
+        self._vocabulary = [vocabulary_of(vocabulary)]
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(QUIET)
@@ -169,8 +138,20 @@ class Store:
         self.con.create_function(
             "auditor_attrs", _attrs_batch, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
             side_effects=False, null_handling="special")
+        self.con.create_function(
+            "auditor_normalize", _normalize_udf(self._vocabulary), ["VARCHAR", "BOOLEAN"], "VARCHAR",
+            type="arrow", side_effects=False)
         if not read_only:
             self.con.execute(SQL["schema"])
+
+    @property
+    def vocabulary(self) -> Vocabulary:
+        """The names the normalizer accepts; set it before an ingest to read a team's own log."""
+        return self._vocabulary[0]
+
+    @vocabulary.setter
+    def vocabulary(self, value: "Vocabulary | str | os.PathLike | None") -> None:
+        self._vocabulary[0] = vocabulary_of(value)
 
     def _connect(self, lock_timeout: float, read_only: bool) -> duckdb.DuckDBPyConnection:
         if self.path is None:
@@ -263,7 +244,8 @@ class Store:
                 # DuckDB scans one arrow batch per thread: smaller batches let every core work.
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS),
                                                   raw_chunk.schema)
-                staging = con.sql(SQL["stage"], params=[source_id, self.keep_payloads]).to_arrow_table()
+                staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=source_id,
+                                                            keep_payloads=self.keep_payloads)).to_arrow_table()
                 ((read, good, bad),) = con.execute(SQL["staged_counts"]).fetchall()
                 lines_read, normalized, quarantined = lines_read + read, normalized + good, quarantined + bad
                 con.execute(SQL["quarantine_staged"])
@@ -303,6 +285,21 @@ class Store:
         sample = [QuarantinedLine(*r) for r in self.con.execute(SQL["quarantine_first"], [first]).fetchall()]
         return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), sample)
 
+    def id_conflicts(self, first: int = 5) -> list[Diagnostic]:
+        """One ``event_id_conflict`` per event_id naming different events (all of them kept),
+        in observation order; ``detail`` lists the first ``first`` lines using the id."""
+        out = []
+        for eid, rows in self.con.execute(SQL["id_conflicts"]).fetchall():
+            name, line, key, seq, kind = rows[0]
+            shown = "; ".join(f"{n}:{ln} ({k}, seq {'-' if s is None else s}, {kd})"
+                              for n, ln, k, s, kd in rows[:first])
+            more = f"; and {len(rows) - first} more" if len(rows) > first else ""
+            detail = (f'event_id "{eid[:80]}" names {len(rows)} different events, all kept: {shown}{more}; '
+                      "give each event its own id, or leave event_id out to have it derived")
+            out.append(Diagnostic(stable_id("d-", key, DiagnosticKind.EVENT_ID_CONFLICT, seq, eid),
+                                  DiagnosticKind.EVENT_ID_CONFLICT, key, seq, None, detail))
+        return out
+
     def quarantine_frame(self) -> "pl.DataFrame":
         return self._frame(
             "SELECT s.name AS file, q.line, q.reason FROM quarantine q JOIN sources s USING (source_id) "
@@ -339,5 +336,5 @@ def _event(row: tuple) -> Event:
         seq=seq, workflow_key=key, kind=Kind(kind), epoch=epoch, worker=worker,
         effect_key=effect_key, sink=sink,
         sink_result=SinkResult(sink_result) if sink_result else None,
-        reporter=Reporter(reporter) if reporter else None,
+        reporter=_REPORTERS.get(reporter, reporter),  # an unknown reporter is kept as given
         step_id=step_id, ts=ts, event_id=eid, attrs=json.loads(attrs) if attrs else None)

@@ -16,9 +16,15 @@ CASES = sorted(FIXTURES.glob("*.expected.json"))
 def _log_of(expected):
     stem = expected.name[: -len(".expected.json")]
     matches = [p for p in FIXTURES.iterdir() if p.name.startswith(stem + ".") and p != expected
-               and not p.name.endswith(".expected.json")]
+               and not p.name.endswith((".expected.json", ".map.toml"))]
     assert len(matches) == 1, f"{expected.name}: expected one log beside it, found {matches}"
     return matches[0]
+
+
+def _map_of(expected):
+    """A vocabulary file beside the log (``<stem>.map.toml``), read with --map."""
+    path = FIXTURES / (expected.name[: -len(".expected.json")] + ".map.toml")
+    return path if path.exists() else None
 
 
 def _sorted(rows):
@@ -28,12 +34,14 @@ def _sorted(rows):
 @pytest.mark.parametrize("expected", CASES, ids=[c.name.split(".")[0] for c in CASES])
 def test_fixture_findings(expected):
     want = json.loads(expected.read_text())
-    result = audit([_log_of(expected)])
+    result = audit([_log_of(expected)], vocabulary=_map_of(expected))
     found = _sorted((f.grade.value, f.workflow_key, f.seq) for f in result.findings)
     assert found == _sorted(want["findings"])
     if "diagnostics" in want:
         diags = _sorted((d.kind.value, d.workflow_key, d.seq) for d in result.diagnostics)
         assert diags == _sorted(want["diagnostics"])
+    if "quarantine" in want:
+        assert [[q.line, q.reason] for q in result.input.quarantine] == want["quarantine"]
 
 
 def test_every_rule_has_a_fixture():

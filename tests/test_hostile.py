@@ -121,7 +121,8 @@ def test_hundred_thousand_deep_nesting(tmp_path):
     assert [(q.line, q.reason) for q in r.input.quarantine] == [
         (4, "line is not valid JSON; write one JSON object per line"),
         (5, "line is JSON but not an object; write one JSON object per line"),
-        (6, '"workflow_key" is missing; add the unit that must have one effect owner (or job_id / run_id)')]
+        (6, '"workflow_key" is an array, expected a single value; its content is not stored (write the value '
+            'itself, or move the structure into "attrs")')]
     attrs = {e.seq: e.attrs for e in r.timeline("k")}
     assert attrs[2] == attrs[3] == attrs[7] == {"attrs_error": "attrs could not be decoded"}
     stored = r.store.con.execute("SELECT count(*) FROM events WHERE attrs LIKE '%secret%'").fetchone()
@@ -290,7 +291,7 @@ def test_terminal_summary_neutralizes_escapes_and_markup(tmp_path):
         assert not set(out.decode()) & {"\x1b", "\x07", "\x9b", "\u202e", "\u2028"}, out
     assert "\\x1b[31mEVIL\\x1b[0m  displaced epoch 17 (<script>alert(1)</script>) -> current epoch 18 " \
            "([bold red]beta[/bold red]\\x1b]8;;https://evil.example\\x07link\\x1b]8;;\\x07)" in summary
-    assert '"kind" is "\\x1b[5mBLINK", expected one of' in summary
+    assert '"kind" is "\\x1b[5mBLINK", not a kind the auditor knows' in summary
     assert "release\\x9b2J\\u202e\\u2028index" in summary
     assert "missing:    stale_activity ledger/export/2026-07-26 seq 6" in outputs[2].decode()
     assert "unexpected: stale_activity \\x1b[31mEVIL\\x1b[0m seq 6" in outputs[2].decode()

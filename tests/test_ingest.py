@@ -80,8 +80,8 @@ def test_quarantine_reasons_name_the_line_and_the_fix(tmp_path):
         (4, '"epoch" is "seventeen", expected an integer in int64 range'),
         (5, '"epoch" is -1, expected an integer >= 0'),
         (6, '"epoch" is "99999999999999999999", expected an integer in int64 range'),
-        (7, '"kind" is "teleport", expected one of lease_acquired, progress, effect_attempted, '
-            'effect_committed, outcome_verified'),
+        (7, '"kind" is "teleport", not a kind the auditor knows; map it with --map FILE '
+            '([kinds] teleport = "progress")'),
         (8, '"workflow_key" is missing; add the unit that must have one effect owner (or job_id / run_id)'),
         (9, '"effect_key" is missing; every effect_committed needs the effect key it concerns'),
         (10, '"seq" is "8.5", expected an integer in int64 range'),

@@ -78,3 +78,73 @@ def test_accounting_invariant(events, junk, dup_count, rnd):
     assert inp.lines_read == sum(1 for line in lines if line.strip(" \t\r\n"))
     stored = r.store.con.execute("SELECT count(*) FROM events").fetchone()[0]
     assert stored == inp.events
+
+
+# SPEC rev 2, "real logs are messy": the same history written messily loses no event the rules keep.
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+@st.composite
+def messy_lines(draw, events):
+    """Each event written as a team might: case and camelCase names, empty descriptive fields,
+    a member repeated with the same value, unknown descriptive values, number-typed keys."""
+    lines = []
+    for e in events:
+        members = []
+        for k, v in e.items():
+            name = draw(st.sampled_from([k, k.upper(), _camel(k), k.title()]))
+            if k == "sink_result" and v == "unknown":
+                v = draw(st.sampled_from(["unknown", "timeout", "UNKNOWN"]))
+            if k in ("seq", "epoch"):
+                v = draw(st.sampled_from([v, str(v), f"+{v}", f" {v} "]))
+            members.append((name, v))
+            if draw(st.integers(0, 5)) == 0:
+                members.append((name, v))  # the same member twice, one value: not ambiguous
+        for extra in draw(st.lists(st.sampled_from(["sink", "step_id", "reporter", "sink_result", "ts",
+                                                    "event_id", "job_id"]), max_size=3, unique=True)):
+            if extra not in e:
+                members.append((extra, draw(st.sampled_from(["", "  "]))))
+        if draw(st.booleans()):
+            members.append(("reporter", draw(st.sampled_from(["scheduler", "Cron", ""]))))
+        draw(st.randoms(use_true_random=False)).shuffle(members)
+        lines.append("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in members) + "}")
+    return lines
+
+
+def _clean(events):
+    """What a messy writer must not change: unknown sink_result values count as unknown."""
+    return [{k: v for k, v in e.items() if k != "reporter"} for e in events]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_messy_writing_loses_no_event(data):
+    events = _clean(data.draw(histories()))
+    messy = data.draw(messy_lines(events))
+    clean = _audit_lines([json.dumps(e) for e in events])
+    r = _audit_lines(messy)
+    inp = r.input
+    assert inp.lines_read == inp.events + inp.duplicates + inp.quarantined
+    assert (inp.lines_read, inp.quarantined) == (len(messy), 0), [q.reason for q in inp.quarantine]
+    assert inp.events == clean.input.events
+    assert [(f.grade.value, f.workflow_key, f.seq) for f in r.findings] == \
+        [(f.grade.value, f.workflow_key, f.seq) for f in clean.findings]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.lists(st.sampled_from([
+    '{"seq": 1, "workflow_key": "k", "kind": "progress", "epoch": 1, "epoch": 2}',
+    '{"seq": 1, "workflow_key": "k", "kind": "progress", "Epoch": 1, "epoch": 2}',
+    '{"seq": 1, "workflow_key": {"prompt": "p"}, "kind": "progress", "epoch": 1}',
+    '{"seq": 1, "workflow_key": "", "kind": "progress", "epoch": 1}',
+    '{"seq": 1, "workflow_key": "k", "kind": "result_committed", "epoch": 1}',
+    '{"seq": "\u0661", "workflow_key": "k", "kind": "progress", "epoch": 1}']), max_size=6))
+def test_accounting_holds_with_refused_messy_lines(events, refused):
+    lines = [json.dumps(e) for e in events] + refused
+    r = _audit_lines(lines)
+    inp = r.input
+    assert inp.lines_read == inp.events + inp.duplicates + inp.quarantined == len(lines)
+    assert inp.quarantined == len(refused)

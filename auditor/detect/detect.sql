@@ -116,24 +116,25 @@ FROM (
 GROUP BY k, s;
 
 -- name: picked
--- The event each finding sits on (the least event_id, should two share its key, seq and kind).
+-- The event each finding sits on (the least event_id, should two share its key, seq and kind);
+-- obs is the row's identity (two rows may share an event_id: an event_id_conflict).
 -- It and the next step are tables of their own: planned as one query with finding_rows, the
 -- joins against all events cost three times as much at ten million events.
 CREATE OR REPLACE TEMP TABLE picked AS
-SELECT DISTINCT ON (f.grade, f.k, f.s) f.*, e.event_id
+SELECT DISTINCT ON (f.grade, f.k, f.s) f.*, e.obs
 FROM raw_findings f JOIN events e
   ON e.workflow_key = f.k AND e.ord = f.s
  AND e.kind = CASE f.grade WHEN 'stale_activity' THEN 'progress'
                            WHEN 'stale_commit' THEN 'effect_committed'
                            WHEN 'double_commit' THEN 'effect_committed'
                            ELSE 'effect_attempted' END
-ORDER BY f.grade, f.k, f.s, e.event_id;
+ORDER BY f.grade, f.k, f.s, e.event_id, e.obs;
 
 -- name: evidence
 CREATE OR REPLACE TEMP TABLE evidence AS
 SELECT f.*, e.kind, e.epoch, e.worker, e.effect_key, e.step_id, e.sink, e.reporter, e.ts,
        e.ts_utc, e.attrs
-FROM picked f JOIN events e ON e.event_id = f.event_id;
+FROM picked f JOIN events e ON e.obs = f.obs;
 
 -- name: finding_rows
 -- The findings with the evidence of the event they sit on and the owner at that point: the

@@ -5,7 +5,10 @@ trace and span ids are hex and int64 values are decimal strings). Spans and span
 the same mapping as the live span processor (``auditor.otel.map_span``) and come out as raw
 canonical records, which the store's one SQL normalizer then judges like any other line. A line
 can therefore yield zero records (a valid line without ownership evidence, or a logs/metrics
-line), one, or several; a line that is not OTLP JSON yields one reason and is quarantined.
+line), one, or several; a line that is not OTLP JSON yields one reason and is quarantined, and a
+malformed span yields one reason for itself while the line's other spans are read. So for OTLP the
+accounting counts records, not lines: ``lines_read`` is the records (and unreadable lines or
+spans) found, each quarantined entry names its input line.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ def is_framed(head: bytes) -> bool:
 
 
 def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "") -> Iterator[Yield]:
-    """Yield ``(line, canonical record, None)`` per ownership event, ``(line, None, reason)`` per bad line.
+    """Yield ``(line, canonical record, None)`` per ownership event, ``(line, None, reason)`` per bad
+    line or per bad span (a line with several spans can yield records and reasons).
 
     ``src`` is a path or an open file, binary or text. Its content may be JSON lines, gzip or
     zstd JSON lines, or the file exporter's length-prefixed zstd frames, where ``line`` is the
@@ -145,15 +149,18 @@ def _documents(items: Iterator[tuple[int, bytes | str | None, str | None]]) -> I
             yield n, None, "line is not valid JSON; the Collector's file exporter writes one JSON object per line"
             continue
         try:
-            records = list(_records(doc))
+            items = list(_records(doc))
         except _BadLine as e:
             yield n, None, str(e)
             continue
-        for rec in records:
-            yield n, rec, None
+        for rec, bad in items:
+            yield n, rec, bad
 
 
-def _records(doc: Any) -> Iterator[dict[str, Any]]:
+def _records(doc: Any) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
+    """``(record, None)`` per ownership record of one export request, ``(None, reason)`` per span
+    that cannot be read: one malformed span costs only itself, not the other spans of its line.
+    A request whose structure above the spans is not OTLP raises ``_BadLine``."""
     if not isinstance(doc, dict):
         raise _BadLine("line is JSON but not an object; expected an OTLP export request")
     resource_spans = doc.get("resourceSpans")
@@ -161,11 +168,19 @@ def _records(doc: Any) -> Iterator[dict[str, Any]]:
         if "resourceLogs" in doc or "resourceMetrics" in doc or "resourceProfiles" in doc:
             return  # another signal in the same file: no spans, nothing to audit
         raise _BadLine('line has no "resourceSpans"; expected OTLP JSON traces (Collector file exporter)')
+    nth = 0
     for rs in _list(resource_spans, "resourceSpans"):
         resource = _attributes(_obj(rs.get("resource") or {}, "resource").get("attributes"))
         for ss in _list(_obj(rs, "resourceSpans[]").get("scopeSpans"), "scopeSpans"):
             for span in _list(_obj(ss, "scopeSpans[]").get("spans"), "spans"):
-                yield from _span(_obj(span, "span"), resource)
+                nth += 1
+                try:
+                    records = _span(_obj(span, "span"), resource)
+                except _BadLine as e:
+                    yield None, f"span {nth} of this line: {e}; the line's other spans were read"
+                    continue
+                for rec in records:
+                    yield rec, None
 
 
 def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
@@ -176,7 +191,7 @@ def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]
                        _attributes(ev.get("attributes")), _int(ev.get("droppedAttributesCount"), "droppedAttributesCount") or 0))
     capped = bool(_int(span.get("droppedAttributesCount"), "droppedAttributesCount")
                   or _int(span.get("droppedEventsCount"), "droppedEventsCount"))
-    from ..otel import map_span  # here, not at the top: format detection imports this module
+    from ..otel.mapping import map_span  # here, not at the top: format detection imports this module
 
     return map_span(_hex_id(span.get("traceId"), 32, "traceId"), _hex_id(span.get("spanId"), 16, "spanId"),
                     str(span.get("name", "")), _int(span.get("startTimeUnixNano"), "startTimeUnixNano"),

@@ -41,7 +41,7 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         first = 2
         if params[1] != "none" and not _intact(source.path):
             raise _ReadCarefully()  # DuckDB would stop silently at the cut of a zstd frame
-        query = f"SELECT to_json(t)::BLOB AS raw FROM {reader} t"
+        query = f"SELECT to_json(t)::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader} t"
     else:
         # Parquet says which row each one is: numbering does not depend on the scan's output order.
         query = ("SELECT to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))::BLOB AS raw, "
@@ -55,9 +55,14 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         line = first
         for batch in batches:
             n = batch.num_rows
-            lines = batch.column(1) if batch.num_columns > 1 else pa.array(range(line, line + n), pa.int64())
-            yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
-                            "bad": pa.nulls(n, pa.string())})
+            if fmt == "csv":
+                lines = pa.array(range(line, line + n), pa.int64())
+                yield _without_blank_rows(pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
+                                                    "bad": pa.nulls(n, pa.string())}), batch.column(1))
+            else:
+                lines = batch.column(1)
+                yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
+                                "bad": pa.nulls(n, pa.string())})
             line += n
     except (duckdb.Error, OSError) as e:  # arrow's batch reader re-raises DuckDB's errors as OSError
         if fmt == "csv":
@@ -68,6 +73,16 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         cur.close()
     if progress is not None:
         progress(source.size)
+
+
+#: A CSV row whose every cell is empty or spaces is a blank line: not a line read (SPEC rev 2).
+_BLANK_ROW = "coalesce(trim(concat_ws('', *COLUMNS(*))), '') = ''"
+
+
+def _without_blank_rows(table: "pa.Table", blank: "pa.Array") -> "pa.Table":
+    import pyarrow.compute as pc
+
+    return table.filter(pc.invert(blank)) if pc.any(blank).as_py() else table
 
 
 # parallel = false: rows are numbered by the order they come back in, which only one scanning
@@ -129,12 +144,12 @@ def careful_csv_chunks(store: Store, source: Source, progress: Progress | None =
         numbers = np.setdiff1d(np.arange(2, 2 + good + len(refused), dtype=np.int64),
                                np.array([r[0] for r in refused], np.int64))
         done = 0
-        for batch in cur.sql(f"SELECT to_json(t)::BLOB AS raw FROM {reader}) t",
+        for batch in cur.sql(f"SELECT to_json(t)::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader}) t",
                              params=[str(path)]).to_arrow_reader(batch_rows):
             lines = pa.array(numbers[done:done + batch.num_rows])
             done += batch.num_rows
-            yield pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
-                            "bad": pa.nulls(batch.num_rows, pa.string())})
+            yield _without_blank_rows(pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
+                                                "bad": pa.nulls(batch.num_rows, pa.string())}), batch.column(1))
     except (duckdb.Error, OSError) as e:
         raise InputError(f"{source.name}: cannot read as csv: {_first_line(e)}; fix the file or "
                          "re-export it") from e

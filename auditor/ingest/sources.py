@@ -90,7 +90,14 @@ def _check_readable(path: Path, within: Path | None = None) -> None:
                          f"permissions{where}") from e
 
 
+#: Files a directory scan leaves out although their suffix is supported: the expected findings
+#: (``--expect``) kept beside a log are JSON, not a log. Named explicitly, a file is always read.
+_NOT_LOGS = (".expected.json",)
+
+
 def _supported(path: Path) -> bool:
+    if path.name.lower().endswith(_NOT_LOGS):
+        return False
     suffixes = [s.lower() for s in path.suffixes[-2:]]
     if suffixes and suffixes[-1] in _COMPRESSED:
         suffixes = suffixes[:-1]

@@ -1,0 +1,372 @@
+"""Stage 2, normalize: one record (a JSON line, a CSV or Parquet row, a span's record) to the
+canonical fields, or the reason it is quarantined. SPEC section 2, revision 2 ("real logs are
+messy"), built on ``vocabulary``.
+
+The store's SQL takes the common shape (canonical names, well-typed values) on its fast path and
+hands every other line to ``normalize_line``; the live span processor calls ``normalize`` on its
+records. Both therefore keep and refuse the same lines for the same reasons.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .vocabulary import (DEFAULT, EFFECT_KINDS, FIELDS, INTEGER_FIELDS, PAYLOAD_KEYS, REASONS,
+                         REPORTERS, SINK_RESULTS, TS_MILLIS_FROM, UNKNOWN_SINK_RESULT, Vocabulary,
+                         guess_kind, name_key)
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")      # [0-9]: ASCII digits only, never other scripts' digits
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_BARE_TOML_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_TS_RANGE = (-62_135_596_800.0, 253_402_300_799.0)  # years 1 to 9999, as datetimes allow
+
+
+class Rejected(ValueError):
+    """A record cannot become a canonical event; ``str(e)`` is the quarantine reason."""
+
+
+def reason(rule: str, **values: Any) -> str:
+    return REASONS[rule].format(**values)
+
+
+def _shown(v: Any, width: int) -> str:
+    """A value as reasons show it (JSON text of non-strings), cut to ``width``."""
+    return _text(v)[:width]
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, _Float):
+        return v.text
+    return v if isinstance(v, str) else json.dumps(v, default=str)
+
+
+def _as_int(f: str, v: Any) -> int:
+    n = None
+    if isinstance(v, int) and not isinstance(v, bool):
+        n = v
+    elif isinstance(v, str) and _INTEGER.fullmatch(v.strip()):
+        n = int(v.strip())
+    if n is None or not _INT64[0] <= n <= _INT64[1]:
+        raise Rejected(reason("not_integer", field=f, value=_shown(v, 40)))
+    return n
+
+
+def _as_key(f: str, v: Any) -> str:
+    """Keys (workflow_key, effect_key): a string, or an integer as its decimal text."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    raise Rejected(reason("not_text", field=f, value=_shown(v, 40)))
+
+
+def payload_hash(value: Any) -> str:
+    import hashlib
+
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _payload_key(key: str) -> bool:
+    """``prompt``, and also the last part of a compound name: ``gen_ai.prompt``, ``tool_input``."""
+    key = key.lower()
+    return key in PAYLOAD_KEYS or key.replace("-", ".").replace("_", ".").rsplit(".", 1)[-1] in PAYLOAD_KEYS
+
+
+def redact(value: Any, keep_payloads: bool = False) -> Any:
+    """Replace payload-like fields (at any depth) by their SHA-256, unless told to keep them."""
+    if keep_payloads:
+        return value
+    stack = [value]
+    while stack:  # iterative: hostile input nests deeper than Python's recursion limit
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(k, str) and _payload_key(k):
+                    node[k] = payload_hash(v)
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return value
+
+
+def attrs_of(record: dict[str, Any], keep_payloads: bool = False,
+             vocabulary: Vocabulary = DEFAULT) -> dict[str, Any] | None:
+    """The ``attrs`` of a raw record: its ``attrs`` object plus every non-canonical field."""
+    extra = {k: v for k, v in record.items() if vocabulary.field_of(k) is None and k != "attrs"}
+    return _attrs(record.get("attrs"), extra, keep_payloads)
+
+
+ATTRS_ERROR = {"attrs_error": "attrs could not be decoded"}
+
+
+def _attrs(inner: Any, extra: dict[str, Any], keep_payloads: bool) -> dict[str, Any] | None:
+    if isinstance(inner, _TooDeep) or any(isinstance(v, _TooDeep) for v in extra.values()):
+        return dict(ATTRS_ERROR)
+    out: dict[str, Any] = {}
+    if isinstance(inner, str):
+        try:
+            inner = json.loads(inner)
+        except ValueError:
+            pass
+    if isinstance(inner, dict):
+        out.update(inner)
+    elif inner is not None:
+        out["attrs"] = inner
+    out.update(extra)
+    return redact(out, keep_payloads) or None
+
+
+def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAULT,
+              keep_payloads: bool = False) -> dict[str, Any]:
+    """The canonical fields of one record given as ``(name, value)`` members (duplicates kept),
+    plus ``attrs`` (a dict or None) and ``ts_epoch`` (seconds, when ``ts`` was a number);
+    raises ``Rejected`` with the quarantine reason.
+
+    ``seq`` may come back None (the store then orders the key by observation). ``ts`` is as
+    written; whether it parses as RFC 3339 is left to the store (DuckDB's cast), which drops it
+    when it does not.
+    """
+    chosen: dict[str, tuple[int, Any]] = {}
+    seen: dict[tuple[str, int], tuple[str, Any]] = {}
+    nested: list[tuple[str, str, Any]] = []
+    extra: dict[str, Any] = {}
+    inner = None
+    field_of = vocabulary.field_of
+    for name, value in members:
+        if not isinstance(name, str):
+            name = str(name)
+        hit = field_of(name)
+        if hit is None:
+            if name == "attrs" or name_key(name) == "attrs":
+                inner = value
+            else:
+                extra[name] = value
+            continue
+        f, prio = hit
+        if isinstance(value, (dict, list)):
+            nested.append((f, name, value))
+            continue
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue  # empty is absent: the next alias may fill the field
+        prev = seen.get((f, prio))
+        if prev is not None:
+            if prev[1] != value or type(prev[1]) is not type(value):
+                names = f'"{name}" twice' if prev[0] == name else f'"{prev[0]}" and "{name}"'
+                raise Rejected(reason("ambiguous", field=f, names=names))
+            continue
+        seen[(f, prio)] = (name, value)
+        if f not in chosen or prio < chosen[f][0]:
+            chosen[f] = (prio, value)
+    get = {f: v for f, (_, v) in chosen.items()}.get
+
+    raw_kind = get("kind")
+    kind = implied = None
+    if raw_kind is not None:
+        hit = vocabulary.kind_of(_text(raw_kind))
+        if hit is not None:
+            kind, implied = hit
+    for f, name, value in nested:
+        if f == "epoch" and kind == "outcome_verified":
+            continue  # epoch on outcome_verified is ignored, whatever it holds
+        raise Rejected(reason("nested", field=f, what="an object" if isinstance(value, dict) else "an array"))
+
+    key = get("workflow_key")
+    if key is None:
+        raise Rejected(reason("key_missing"))
+    key = _as_key("workflow_key", key)
+    if raw_kind is None:
+        raise Rejected(reason("kind_missing"))
+    if kind is None:
+        text = _text(raw_kind).strip()
+        name = text if _BARE_TOML_KEY.fullmatch(text) else json.dumps(text)
+        raise Rejected(reason("kind_unknown", value=_shown(raw_kind, 60), name=name[:60],
+                              guess=guess_kind(name_key(text))))
+    seq = get("seq")
+    if seq is not None:
+        seq = _as_int("seq", seq)
+    epoch = None
+    if kind != "outcome_verified":
+        epoch = get("epoch")
+        if epoch is not None:
+            epoch = _as_int("epoch", epoch)
+            if epoch < 0:
+                raise Rejected(reason("negative_epoch", value=epoch))
+        else:
+            raise Rejected(reason("epoch_missing", kind=kind))
+    effect_key = get("effect_key")
+    if effect_key is not None:
+        effect_key = _as_key("effect_key", effect_key)
+    elif kind in EFFECT_KINDS:
+        raise Rejected(reason("effect_key_missing", kind=kind))
+
+    sink_result = None
+    if kind == "effect_attempted":
+        sink_result = implied
+        if sink_result is None and (given := get("sink_result")) is not None:
+            sink_result = _text(given).strip().lower()
+            if sink_result not in SINK_RESULTS:
+                sink_result = UNKNOWN_SINK_RESULT
+    reporter = get("reporter")
+    if reporter is not None:
+        reporter = _text(reporter).strip()
+        if reporter.lower() in REPORTERS:
+            reporter = reporter.lower()
+    ts, ts_epoch = get("ts"), None
+    if ts is not None:
+        ts, ts_epoch = _ts(ts)
+    out = {"seq": seq, "workflow_key": key, "kind": kind, "epoch": epoch,
+           "worker": _text(get("worker")) if get("worker") is not None else "unknown",
+           "effect_key": effect_key}
+    for f in ("sink", "step_id", "event_id"):
+        v = get(f)
+        out[f] = None if v is None else _text(v)
+    out["sink_result"], out["reporter"], out["ts"], out["ts_epoch"] = sink_result, reporter, ts, ts_epoch
+    out["attrs"] = _attrs(inner, extra, keep_payloads) if (inner is not None or extra) else None
+    return out
+
+
+def _ts(v: Any) -> tuple[str | None, float | None]:
+    """``ts`` as written, and its epoch seconds when written as seconds or milliseconds."""
+    if isinstance(v, bool):
+        return None, None
+    number = None
+    if isinstance(v, (int, float)):
+        number = float(v)
+    elif isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+        number = float(v.strip())
+    if number is None:
+        return _text(v), None
+    seconds = number / 1000 if abs(number) >= TS_MILLIS_FROM else number
+    if not _TS_RANGE[0] <= seconds <= _TS_RANGE[1]:
+        return None, None  # not a time: dropped, the event stays
+    return _text(v), seconds
+
+
+class _Float(float):
+    """A JSON number that is not an integer, with its text as written (1e400, NaN)."""
+
+    __slots__ = ("text",)
+
+
+def _float(text: str) -> _Float:
+    f = _Float(text)
+    f.text = text
+    return f
+
+
+class _TooDeep(list):
+    """A member value nested deeper than Python's parser goes: never interpreted."""
+
+    __slots__ = ("opening",)
+
+
+class _Members(dict):
+    """A JSON object that also remembers its members in order, duplicates included."""
+
+    __slots__ = ("members",)
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> _Members:
+    d = _Members(pairs)
+    d.members = pairs
+    return d
+
+
+_decoder = json.JSONDecoder(object_pairs_hook=_object_pairs, parse_float=_float, parse_constant=_float)
+
+
+def parse_line(text: str) -> list[tuple[str, Any]]:
+    """The members of one JSON-object line, duplicates kept; raises ``Rejected``.
+
+    NaN, Infinity and numbers beyond a double keep their text (DuckDB's reader accepts them too);
+    a member nested too deep for Python's parser is kept as ``_TooDeep``.
+    """
+    try:
+        doc = _decoder.decode(text)
+    except RecursionError:
+        return _shallow_members(text)
+    except ValueError:
+        raise Rejected(reason("not_json")) from None
+    if not isinstance(doc, _Members):
+        raise Rejected(reason("not_object"))
+    return doc.members
+
+
+def _shallow_members(text: str) -> list[tuple[str, Any]]:
+    """The top-level members of a deeply nested object, each value parsed on its own."""
+    from json.decoder import scanstring
+
+    text = text.strip()
+    if not text.startswith("{"):
+        raise Rejected(reason("not_object"))
+    members: list[tuple[str, Any]] = []
+    i, n = 1, len(text)
+    try:
+        while i < n:
+            while text[i] in " \t\r\n,":
+                i += 1
+            if text[i] == "}":
+                return members
+            key, i = scanstring(text, i + 1)
+            i = text.index(":", i) + 1
+            j, depth, in_str = i, 0, False
+            while True:
+                c = text[j]
+                if in_str:
+                    if c == "\\":
+                        j += 1
+                    elif c == '"':
+                        in_str = False
+                elif c == '"':
+                    in_str = True
+                elif c in "[{":
+                    depth += 1
+                elif c in "]}":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif c == "," and depth == 0:
+                    break
+                j += 1
+            raw = text[i:j].strip()
+            try:
+                value = _decoder.decode(raw)
+            except RecursionError:
+                value = _TooDeep()
+            members.append((key, value))
+            i = j
+    except (ValueError, IndexError):
+        pass
+    raise Rejected(reason("not_json"))
+
+
+_OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "reason")
+
+
+def normalize_line(text: str, vocabulary: Vocabulary = DEFAULT, keep_payloads: bool = False) -> str:
+    """``normalize`` of one JSON line as the JSON object the store's SQL reads back: the
+    canonical fields, ``ts_epoch``, ``attrs`` (JSON text) and ``reason`` (null for an event)."""
+    try:
+        out = normalize(parse_line(text), vocabulary, keep_payloads)
+    except Rejected as e:
+        return json.dumps({"reason": str(e)})
+    attrs = out["attrs"]
+    if attrs is not None:
+        try:
+            out["attrs"] = json.dumps(attrs, sort_keys=True, ensure_ascii=False, default=str)
+        except (ValueError, RecursionError):
+            out["attrs"] = json.dumps(ATTRS_ERROR)
+    return json.dumps(out, default=str)
+
+
+#: The shape ``normalize_line``'s output is read back with (DuckDB ``json_transform``).
+SQL_SHAPE = json.dumps({**{f: "VARCHAR" for f in FIELDS}, "seq": "BIGINT", "epoch": "BIGINT",
+                        "ts_epoch": "DOUBLE", "attrs": "VARCHAR", "reason": "VARCHAR"})
+assert set(json.loads(SQL_SHAPE)) == set(_OUT_FIELDS)
+assert INTEGER_FIELDS == {f for f, t in json.loads(SQL_SHAPE).items() if t == "BIGINT"}

@@ -1,0 +1,156 @@
+"""The live door's one checked converter: a span's canonical record -> ``Event``.
+
+``event_from_record`` judges a record with ``normalize.normalize``, the same function the store
+calls on every line its SQL fast path cannot take, so the live audit keeps and refuses exactly what
+the batch audit does, for the same reasons. ``span_events`` is the processor's shortcut for the
+common case (typed OTel attributes with canonical names and values), returning None whenever a
+record needs the checks.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from ..detect.live import LiveEvent
+from ..model import Event, Kind, Reporter, SinkResult
+from ..normalize import Rejected, normalize
+from ..vocabulary import DEFAULT, EFFECT_KINDS, Vocabulary
+from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+
+class MappingError(Rejected):
+    """A record from a span cannot become a canonical event (the reason says which field)."""
+
+
+_KINDS = {k.value: k for k in Kind}
+_SINK_RESULTS = {r.value: r for r in SinkResult}
+_REPORTERS = {r.value: r for r in Reporter}
+_NEEDS_EFFECT_KEY = frozenset(_KINDS[k] for k in EFFECT_KINDS)
+
+
+def event_from_record(rec: dict[str, Any], seq: int | None = None,
+                      vocabulary: Vocabulary = DEFAULT) -> Event:
+    """A canonical ``Event`` from a ``map_span`` record; raises ``MappingError`` with the reason.
+
+    ``seq`` replaces a missing ``seq`` (the caller's observation order). ``attrs`` are redacted
+    as the store redacts them (payload-like values hashed), on a copy: the record is persisted too.
+    """
+    attrs = rec.get("attrs")
+    if attrs:
+        rec = dict(rec, attrs=copy.deepcopy(attrs))
+    try:
+        out = normalize(rec.items(), vocabulary)
+    except Rejected as e:
+        raise MappingError(str(e)) from None
+    s = out["seq"]
+    if s is None:
+        if seq is None:
+            raise MappingError('"seq" is missing')
+        s = seq
+    sink_result, reporter = out["sink_result"], out["reporter"]
+    return Event(seq=s, workflow_key=out["workflow_key"], kind=_KINDS[out["kind"]], epoch=out["epoch"],
+                 worker=out["worker"], effect_key=out["effect_key"], sink=out["sink"],
+                 sink_result=None if sink_result is None else _SINK_RESULTS[sink_result],
+                 reporter=_REPORTERS.get(reporter, reporter), step_id=out["step_id"],
+                 ts=out["ts"], event_id=out["event_id"], attrs=out["attrs"])
+
+
+def span_events(span: "ReadableSpan") -> list[LiveEvent] | None:
+    """The live path's shortcut: ``[event_from_record(r) for r in span_records(span)]`` without
+    building the records, as ``LiveEvent`` tuples; None when one of them needs
+    ``event_from_record``'s checks (an alias, a string integer, a missing field...).
+
+    Same fields and values (pinned by tests/test_otel.py), except three the live detector
+    does not need built per event: ``ts`` stays the span's nanoseconds (findings render it),
+    ``event_id`` is None (events at one seq are then compared by value), and ``attrs`` is only
+    ``{"otel.capped": True}`` for capped spans.
+    """
+    try:  # the SDK's own containers (BoundedAttributes, BoundedList); anything else: checked path
+        raw_attrs, raw_events, ctx = span._attributes, span._events, span._context
+        attrs, events = raw_attrs._dict, raw_events._dq
+        capped = bool(raw_attrs.dropped or raw_events.dropped)
+    except AttributeError:
+        return None
+    fields = OWNERSHIP_ATTRIBUTES
+    base = {fields[k]: v for k, v in attrs.items() if k in fields}
+    if "worker" not in base:
+        resource = span._resource
+        if resource is not None:
+            worker = _plain(resource.attributes).get("service.instance.id")
+            if worker is not None:
+                base["worker"] = worker
+    out: list[LiveEvent] = []
+    span_kind = attrs.get(_EVENT_ATTR)
+    if span_kind is not None:
+        e = _typed_event(base, _kind_name(span_kind), span._start_time, capped)
+        if e is None:
+            return None
+        out.append(e)
+    for ev in events:
+        name = ev._name
+        if not name.startswith(PREFIX):
+            continue
+        ev_raw = ev._attributes
+        f = base
+        ev_capped = capped
+        if ev_raw is not None:
+            try:
+                ev_attrs, ev_capped = ev_raw._dict, capped or bool(ev_raw.dropped)
+            except AttributeError:
+                return None
+            if ev_attrs:
+                own = {fields[k]: v for k, v in ev_attrs.items() if k in fields}
+                if own:
+                    f = {**base, **own}
+        e = _typed_event(f, name[10:], ev._timestamp, ev_capped)
+        if e is None:
+            return None
+        out.append(e)
+    return out
+
+
+_CAPPED = {"otel.capped": True}
+_MAX = (1 << 63) - 1
+_MIN = -(1 << 63)
+
+
+def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | None, capped: bool) -> LiveEvent | None:
+    """``event_from_record``'s fast path over the mapped fields ``f``; None when it does not apply."""
+    kind = _KINDS.get(kind_name) if type(kind_name) is str else None
+    get = f.get
+    key, s, epoch = get("workflow_key"), get("seq"), get("epoch")
+    if kind is Kind.OUTCOME_VERIFIED:
+        epoch = None  # ignored on outcome_verified, whatever it holds
+    elif type(epoch) is not int or epoch < 0 or epoch > _MAX:
+        return None
+    if kind is None or type(key) is not str or type(s) is not int or s < _MIN or s > _MAX or not key.strip():
+        return None
+    effect_key, worker, sink, step_id = get("effect_key"), get("worker"), get("sink"), get("step_id")
+    # A blank string is an absent field (normalize's rule): such a record takes the checked path.
+    if not ((effect_key is None or (type(effect_key) is str and effect_key.strip()))
+            and (worker is None or (type(worker) is str and worker.strip()))
+            and (sink is None or (type(sink) is str and sink.strip()))
+            and (step_id is None or (type(step_id) is str and step_id.strip()))
+            and (effect_key is not None or kind not in _NEEDS_EFFECT_KEY)):
+        return None
+    sink_result, reporter = get("sink_result"), get("reporter")
+    sr = rep = None
+    if sink_result is not None:
+        sr = _SINK_RESULTS.get(sink_result) if type(sink_result) is str else None
+        if sr is None:
+            return None
+        if kind is not Kind.EFFECT_ATTEMPTED:
+            sr = None
+    if reporter is not None:
+        rep = _REPORTERS.get(reporter) if type(reporter) is str else None
+        if rep is None:
+            return None
+    return LiveEvent(s, key, kind, epoch, worker or "unknown", effect_key, sink, sr, rep, step_id, ts,
+                     None, _CAPPED if capped else None)
+
+
+# Records -> events for the live detector. The batch door sends the same records through the

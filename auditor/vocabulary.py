@@ -1,0 +1,236 @@
+"""The vocabulary of the event format, declared once as data: fields, aliases, kinds, reasons.
+
+Every door reads events through this module: the store's SQL normalizer takes its lists from it
+(as bound parameters, see ``store.py``), the records it cannot take on its fast path are judged
+by ``normalize.normalize`` (built on it), and the live span processor uses that same function.
+A ``Vocabulary`` is the SPEC's vocabulary plus a team's ``--map FILE`` (TOML) overlay::
+
+    [kinds]
+    result_committed = "effect_committed"
+    [fields]
+    lease_token = "epoch"
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from .errors import AuditorError
+from .model import Kind, Reporter, SinkResult
+
+#: The canonical fields, in the order the store's normalizer and the derived event_id use.
+FIELDS: tuple[str, ...] = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink",
+                           "sink_result", "reporter", "step_id", "ts", "event_id")
+#: Fields whose value must be an integer.
+INTEGER_FIELDS = frozenset({"seq", "epoch"})
+#: Fields that can cost a line (SPEC rev 2): everything else only describes the event.
+REQUIRED_FIELDS = frozenset({"seq", "workflow_key", "kind", "epoch", "effect_key"})
+
+#: Other names of a field, tried in this order when the field itself is absent or empty.
+FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    "workflow_key": ("job", "job_id", "run_id"),
+    "kind": ("event",),
+    "epoch": ("token", "fencing_token", "owner_epoch", "lease_epoch"),
+    "effect_key": ("idempotency_key",),
+})
+
+KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
+#: Other kind names: ``alias -> (kind, sink_result it implies or None)``.
+KIND_ALIASES: Mapping[str, tuple[str, str | None]] = MappingProxyType({
+    "job_claimed": ("lease_acquired", None),
+    "heartbeat_ok": ("progress", None),
+    "heartbeat_lost": ("progress", None),
+    "tool_request_started": ("effect_attempted", None),
+    "result_rejected": ("effect_attempted", "rejected"),
+})
+#: Kinds that concern one effect key and cannot be read without it.
+EFFECT_KINDS = frozenset({"effect_attempted", "effect_committed", "outcome_verified"})
+SINK_RESULTS: tuple[str, ...] = tuple(r.value for r in SinkResult)
+REPORTERS: tuple[str, ...] = tuple(r.value for r in Reporter)
+#: What an unknown ``sink_result`` counts as: the sink's verdict is not known.
+UNKNOWN_SINK_RESULT = SinkResult.UNKNOWN.value
+
+#: attrs keys whose values may carry payload bodies, prompts or secrets: stored as a hash only.
+PAYLOAD_KEYS = frozenset({"payload", "prompt", "input", "output", "arguments", "result", "body",
+                          "messages", "content", "completion", "response", "request"})
+
+#: A ``ts`` written as a number at or above this is in milliseconds since the epoch, below it in
+#: seconds: 1e11 seconds is the year 5138, 1e11 milliseconds is March 1973.
+TS_MILLIS_FROM = 100_000_000_000
+
+_KIND_LIST = ", ".join(KINDS)
+
+#: Quarantine reasons, one template per rule; ``{field}``/``{value}``/``{kind}`` are filled in.
+REASONS: Mapping[str, str] = MappingProxyType({
+    "not_utf8": "line is not valid UTF-8; re-encode the file as UTF-8",
+    "not_json": "line is not valid JSON; write one JSON object per line",
+    "not_object": "line is JSON but not an object; write one JSON object per line",
+    "key_missing": '"workflow_key" is missing; add the unit that must have one effect owner (or job_id / run_id)',
+    "kind_missing": '"kind" is missing; expected one of ' + _KIND_LIST,
+    "kind_unknown": ('"kind" is "{value}", not a kind the auditor knows; map it with --map FILE '
+                     '([kinds] {name} = "{guess}")'),
+    "not_integer": '"{field}" is "{value}", expected an integer in int64 range',
+    "negative_epoch": '"epoch" is {value}, expected an integer >= 0',
+    "epoch_missing": '"epoch" is missing; every {kind} needs the owner epoch it was produced under',
+    "effect_key_missing": '"effect_key" is missing; every {kind} needs the effect key it concerns',
+    "nested": ('"{field}" is {what}, expected a single value; its content is not stored (write the '
+               'value itself, or move the structure into "attrs")'),
+    "not_text": '"{field}" is {value}, expected a string or an integer',
+    "ambiguous": ('"{field}" is given more than once ({names}) with different values; the line is '
+                  'ambiguous, keep one of them'),
+})
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_GUESSES = (("commit", "effect_committed"), ("verif", "outcome_verified"), ("reject", "effect_attempted"),
+            ("attempt", "effect_attempted"), ("start", "effect_attempted"), ("request", "effect_attempted"),
+            ("call", "effect_attempted"), ("claim", "lease_acquired"), ("acquir", "lease_acquired"),
+            ("lease", "lease_acquired"))
+
+
+def _toml(v: object) -> str:
+    import json
+
+    return json.dumps(v, default=str)
+
+
+def name_key(name: str) -> str:
+    """How field and kind names are compared: case-insensitive, camelCase as snake_case."""
+    return _CAMEL.sub("_", name.strip()).lower()
+
+
+def guess_kind(name: str) -> str:
+    """The canonical kind a team's kind name most likely means, for the ``--map`` hint."""
+    for part, kind in _GUESSES:
+        if part in name:
+            return kind
+    return "progress"
+
+
+class VocabularyError(AuditorError):
+    """A vocabulary file (``--map``) cannot be read or maps onto something the contract lacks."""
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Field and kind names the normalizer accepts: the SPEC's own plus a team's overlay.
+
+    ``fields`` maps a ``name_key`` spelling to ``(canonical field, priority)``: the lowest
+    priority present and non-empty wins (the field itself is 0, then its aliases in order, then
+    the overlay's names). ``kinds`` maps a kind name to ``(kind, implied sink_result)``.
+    """
+
+    fields: Mapping[str, tuple[str, int]]
+    kinds: Mapping[str, tuple[str, str | None]]
+    source: str | None = None  # the --map file it came from, for messages
+    extra_fields: Mapping[str, str] = field(default_factory=dict)
+    extra_kinds: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def default(cls) -> "Vocabulary":
+        return DEFAULT
+
+    @classmethod
+    def build(cls, fields: Mapping[str, str] | None = None, kinds: Mapping[str, str] | None = None,
+              source: str | None = None) -> "Vocabulary":
+        """The SPEC's vocabulary plus ``fields`` (name -> canonical field) and ``kinds`` (name -> kind)."""
+        where = source or "vocabulary"
+        names: dict[str, tuple[str, int]] = {}
+        for f in FIELDS:
+            names[f] = (f, 0)
+            for i, alias in enumerate(FIELD_ALIASES.get(f, ()), start=1):
+                names[alias] = (f, i)
+        for name, target in (fields or {}).items():
+            if not isinstance(target, str) or target not in FIELDS:
+                raise VocabularyError(
+                    f'{where}: [fields] {name} = {_toml(target)}: not a canonical field; use one of {", ".join(FIELDS)}')
+            key = name_key(name)
+            if not key or key == "attrs":
+                raise VocabularyError(f'{where}: [fields] {name!r}: not a usable field name')
+            if names.get(key, (target, 0))[0] != target:
+                raise VocabularyError(
+                    f'{where}: [fields] {name} = "{target}": "{name}" already means "{names[key][0]}"; '
+                    "remove this line")
+            names.setdefault(key, (target, 10 + len(names)))
+        kind_map: dict[str, tuple[str, str | None]] = {k: (k, None) for k in KINDS}
+        kind_map.update(KIND_ALIASES)
+        for name, target in (kinds or {}).items():
+            if not isinstance(target, str) or target not in KINDS:
+                raise VocabularyError(
+                    f'{where}: [kinds] {name} = {_toml(target)}: not a kind the auditor knows; use one of {_KIND_LIST}')
+            key = name_key(name).rsplit(".", 1)[-1]
+            if kind_map.get(key, (target, None))[0] != target:
+                raise VocabularyError(
+                    f'{where}: [kinds] {name} = "{target}": "{name}" already means "{kind_map[key][0]}"; '
+                    "remove this line")
+            kind_map.setdefault(key, (target, None))
+        return cls(MappingProxyType(names), MappingProxyType(kind_map), source,
+                   MappingProxyType(dict(fields or {})), MappingProxyType(dict(kinds or {})))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Vocabulary":
+        """Read a ``--map`` TOML file with ``[kinds]`` and ``[fields]`` tables of strings."""
+        where = os.fspath(path)
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as e:
+            raise VocabularyError(f"{where}: cannot read the vocabulary file ({e.strerror or e}); check the path") from e
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            raise VocabularyError(f"{where}: not a TOML file ({e}); write [kinds] and [fields] tables of "
+                                  'name = "canonical name" lines') from e
+        unknown = sorted(set(data) - {"kinds", "fields"})
+        if unknown:
+            raise VocabularyError(f"{where}: unknown table [{unknown[0]}]; a vocabulary file has only "
+                                  "[kinds] and [fields]")
+        tables = {}
+        for table in ("kinds", "fields"):
+            t = data.get(table, {})
+            if not isinstance(t, dict):
+                raise VocabularyError(f"{where}: {table} is not a table; write [{table}] on its own line")
+            for k, v in t.items():
+                if not isinstance(v, str):
+                    raise VocabularyError(f'{where}: [{table}] {k} is {v!r}, expected a string: {k} = "..."')
+            tables[table] = t
+        return cls.build(tables["fields"], tables["kinds"], where)
+
+    # Lookups.
+
+    def field_of(self, name: str) -> tuple[str, int] | None:
+        """``(canonical field, priority)`` for a member name, or None for an attrs member."""
+        hit = self.fields.get(name)
+        return hit if hit is not None else self.fields.get(name_key(name))
+
+    def kind_of(self, name: str) -> tuple[str, str | None] | None:
+        hit = self.kinds.get(name)
+        if hit is not None:
+            return hit
+        key = name_key(name)
+        return self.kinds.get(key) or self.kinds.get(key.rsplit(".", 1)[-1])
+
+    def sql_params(self) -> tuple[list[str], list[str]]:
+        """The canonical names the SQL fast path may take as written (the rest goes through Python)."""
+        return list(FIELDS), list(KINDS)
+
+
+def vocabulary_of(v: "Vocabulary | str | os.PathLike | None") -> Vocabulary:
+    """A ``Vocabulary`` from an object, a ``--map`` path, or None (the SPEC's own)."""
+    if v is None:
+        return DEFAULT
+    if isinstance(v, Vocabulary):
+        return v
+    return Vocabulary.load(v)
+
+
+def reporter_role(reporter: str | None) -> str | None:
+    """The role a reporter counts as for confidence: an unknown reporter counts as ``worker``."""
+    if reporter is None or reporter in REPORTERS:
+        return reporter
+    return Reporter.WORKER.value
+
+
+DEFAULT = Vocabulary.build()
