@@ -212,10 +212,6 @@ class Vocabulary:
         key = name_key(name)
         return self.kinds.get(key) or self.kinds.get(key.rsplit(".", 1)[-1])
 
-    def sql_params(self) -> tuple[list[str], list[str]]:
-        """The canonical names the SQL fast path may take as written (the rest goes through Python)."""
-        return list(FIELDS), list(KINDS)
-
 
 def vocabulary_of(v: "Vocabulary | str | os.PathLike | None") -> Vocabulary:
     """A ``Vocabulary`` from an object, a ``--map`` path, or None (the SPEC's own)."""

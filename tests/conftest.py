@@ -12,6 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
 
+def vocabulary_of(log: Path) -> Path | None:
+    """The vocabulary file kept beside a fixture log (``<stem>.map.toml``), read with --map."""
+    path = log.with_name(log.name.split(".")[0] + ".map.toml")
+    return path if path.exists() else None
+
+
 def ev(spec: str, key: str = "k", **extra) -> dict:
     """One event from a compact spec: ``"<seq> <kind> <epoch> [worker] [effect_key]"``.
 

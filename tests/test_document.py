@@ -9,7 +9,7 @@ import pytest
 from auditor import audit
 from auditor.render.json import render_json
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, vocabulary_of
 
 LOGS = sorted(p for p in FIXTURES.iterdir() if not p.name.endswith(".expected.json")
               and p.suffix in (".jsonl", ".json", ".csv", ".gz", ".zst"))
@@ -17,7 +17,7 @@ LOGS = sorted(p for p in FIXTURES.iterdir() if not p.name.endswith(".expected.js
 
 @pytest.mark.parametrize("log", LOGS, ids=[p.name for p in LOGS])
 def test_written_document_is_to_dict(log):
-    result = audit([log])
+    result = audit([log], vocabulary=vocabulary_of(log))
     text = render_json(result)
     assert json.loads(text) == json.loads(json.dumps(result.to_dict(), default=str))
     # One list item per line, each compact JSON of its own.

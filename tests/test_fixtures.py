@@ -8,7 +8,7 @@ import pytest
 
 from auditor import audit
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, vocabulary_of
 
 CASES = sorted(FIXTURES.glob("*.expected.json"))
 
@@ -21,11 +21,6 @@ def _log_of(expected):
     return matches[0]
 
 
-def _map_of(expected):
-    """A vocabulary file beside the log (``<stem>.map.toml``), read with --map."""
-    path = FIXTURES / (expected.name[: -len(".expected.json")] + ".map.toml")
-    return path if path.exists() else None
-
 
 def _sorted(rows):
     return sorted((tuple(r) for r in rows), key=lambda t: (t[1], t[2] if t[2] is not None else -1, t[0]))
@@ -34,7 +29,8 @@ def _sorted(rows):
 @pytest.mark.parametrize("expected", CASES, ids=[c.name.split(".")[0] for c in CASES])
 def test_fixture_findings(expected):
     want = json.loads(expected.read_text())
-    result = audit([_log_of(expected)], vocabulary=_map_of(expected))
+    log = _log_of(expected)
+    result = audit([log], vocabulary=vocabulary_of(log))
     found = _sorted((f.grade.value, f.workflow_key, f.seq) for f in result.findings)
     assert found == _sorted(want["findings"])
     if "diagnostics" in want:

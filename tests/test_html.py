@@ -19,7 +19,7 @@ from auditor.model import Grade
 from auditor.render import html as report_html
 from auditor.render.html import build_context, render_html
 
-from .conftest import FIXTURES, ROOT
+from .conftest import FIXTURES, ROOT, vocabulary_of
 
 DATA = Path(__file__).parent / "data"
 SEED_KEY = "ledger/export/2026-07-26"
@@ -298,7 +298,7 @@ FIXTURE_LOGS = sorted(p for p in FIXTURES.glob("*.jsonl"))
 
 @pytest.mark.parametrize("log", FIXTURE_LOGS, ids=[p.stem for p in FIXTURE_LOGS])
 def test_every_fixture_renders_every_finding(log):
-    result = audit(log)
+    result = audit(log, vocabulary=vocabulary_of(log))
     root = dom(render_html(result))
     found = set(ids(root))
     assert {f.id for f in result.findings} <= found

@@ -14,7 +14,7 @@ from auditor.detect.live import LiveDetector, detect_events
 from auditor.model import Event, Outcome
 from auditor.otel.convert import event_from_record
 
-from .conftest import FIXTURES, ev, write_jsonl
+from .conftest import FIXTURES, ev, vocabulary_of, write_jsonl
 
 
 def event(d: dict) -> Event:
@@ -159,8 +159,7 @@ def test_late_acquisition_is_placed_by_seq():
 @pytest.mark.parametrize("log", sorted(p for p in FIXTURES.glob("*.jsonl") if not p.name.startswith("otlp_")),
                          ids=lambda p: p.stem)
 def test_fixtures_agree_with_batch(log):
-    vocabulary = log.with_suffix(".map.toml")
-    result = audit([log], vocabulary=vocabulary if vocabulary.exists() else None)
+    result = audit([log], vocabulary=vocabulary_of(log))
     assert detect_events(result.store.iter_events()) == result.findings
 
 

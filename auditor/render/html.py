@@ -799,7 +799,7 @@ def _mark(e: Event, x: float, y: float, findings: list[Finding], receipt_of: lis
     if e.sink:
         details.append(f"sink {e.sink}")
     if e.reporter:
-        details.append(f"reported by {e.reporter.value}")
+        details.append(f"reported by {e.reporter}")
     if details:
         lines.append(" \u00b7 ".join(details))
     if e.ts:
