@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .ingest.sources import Progress
 from .errors import AuditError, AuditorError, InputError, NoEvents, StoreError, StoreLocked
 from .expect import Comparison, ExpectError, compare_expected, load_expected
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
@@ -31,7 +32,6 @@ __all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditRe
            "Vocabulary", "VocabularyError"]
 
 
-Progress = Callable[[int], None]
 
 
 def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "auto",

@@ -14,14 +14,13 @@ picks the format and hands the chunks to the store.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from ..errors import InputError
 from ..store import SourceCounts, Store
 from .compression import DamagedStream, compression_of, open_bytes
 from .jsonl import CHUNK_BYTES, damage_table, jsonl_chunks
 from .readers import _ReadCarefully, careful_csv_chunks, duckdb_chunks
-from .sources import _COMPRESSED, _SUFFIXES, Source, digest_of, discover
+from .sources import Progress, _COMPRESSED, _SUFFIXES, Source, digest_of, discover
 
 __all__ = ["FORMATS", "InputError", "DamagedStream", "Source", "discover", "detect_format",
            "read_source", "compression_of", "open_bytes", "jsonl_chunks", "duckdb_chunks",
@@ -32,7 +31,6 @@ FORMATS = ("auto", "jsonl", "csv", "parquet", "otlp")
 #: Only the first line decides: canonical events may well mention resourceSpans in their attrs.
 _OTLP_FIRST_LINE = re.compile(rb'(?:\xef\xbb\xbf)?\s*\{\s*"resourceSpans"\s*:')
 
-Progress = Callable[[int], None]  # called with the number of input bytes just consumed
 
 
 def detect_format(source: Source) -> str:

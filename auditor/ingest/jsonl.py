@@ -7,18 +7,17 @@ the rest as one quarantined line; a corrupt one fails the file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .compression import DamagedStream, compression_of, open_bytes
-from .sources import Source
+from .sources import Progress, Source
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 CHUNK_BYTES = 32 << 20
-Progress = Callable[[int], None]  # called with the number of input bytes just consumed
 
 
 def jsonl_chunks(source: Source, progress: Progress | None = None,

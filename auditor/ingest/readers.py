@@ -8,7 +8,7 @@ refused line on its own.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,12 +18,11 @@ from ..errors import InputError
 from ..store import QUIET, Store
 from .compression import DamagedStream, compression_of, open_bytes
 from .jsonl import CHUNK_BYTES, _corrupt, damage_table
-from .sources import Source
+from .sources import Progress, Source
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-Progress = Callable[[int], None]
 
 
 def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | None = None,

@@ -13,11 +13,13 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+
+Progress = Callable[[int], None]  # called with the number of input bytes just consumed
 
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".log": "jsonl",
              ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
