@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import AuditError, AuditorError, InputError, NoEvents, StoreError, StoreLocked
+from .errors import AuditError, AuditorError, InputError, NoEvents, ResultClosed, StoreError, StoreLocked
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind
-from .result import AuditResult
+from .result import AuditResult, AuditSession
 from .store import Store
 
 __all__ = ["audit", "ingest_paths", "report", "analyze", "AuditResult", "Finding", "Incident",
            "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditorError", "AuditError", "InputError",
-           "NoEvents", "StoreError", "StoreLocked"]
+           "NoEvents", "ResultClosed", "StoreError", "StoreLocked"]
 
 
 Progress = Callable[[int], None]
@@ -40,9 +40,11 @@ def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "a
 
 def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
             require_events: bool = True) -> AuditResult:
-    """Detect and explain over everything in ``store``."""
+    """Detect and explain over everything in ``store``; the result owns ``store`` from here on
+    (``result.close()`` closes it) and carries the timelines a report draws."""
     from .detect import detect
-    from .explain import incidents, workflows
+    from .detect.timeline import excerpts
+    from .explain import MAX_TIMELINE_EVENTS, incidents, timeline_keys, workflows
 
     summary = store.input_summary()
     if require_events and summary.events == 0:
@@ -55,14 +57,15 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
         findings, incs = incidents(det)
         # The timestamps served the incidents: free them before the workflow summaries (a million
         # at ten million events) take the memory back. workflows() consumes det.workflows itself.
-        det.finding_ts.clear()
-        det.transition_ts.clear()
+        det.release_timestamps()
         wfs = workflows(det, findings)
     observed = sum(1 for w in wfs if w.ordering == "observed")
     ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
+    affected, clean = timeline_keys(incs, wfs)
+    drawn = excerpts(store, affected + clean, findings, MAX_TIMELINE_EVENTS)
     return AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
                        incidents=incs, diagnostics=det.diagnostics, fail_on=Grade(fail_on),
-                       store=store)
+                       timelines=drawn, session=AuditSession(store))
 
 
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
@@ -70,21 +73,31 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
           keep_payloads: bool = False, progress: Progress | None = None) -> AuditResult:
     """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
-    Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
-    ``timeline()``. Raises ``AuditError`` (``NoEvents``, ``InputError``) when the audit cannot run.
+    Blocking; returns an ``AuditResult`` whose store stays open for ``events_frame()`` and
+    ``timeline()`` until ``close()``; use it as ``with audit(...) as result:`` to close it.
+    Raises ``AuditorError`` (``NoEvents``, ``InputError``, ...) when the audit cannot run.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     store = Store(db, keep_payloads=keep_payloads)
-    ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
-    return analyze(store, fail_on)
+    try:
+        ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+        return analyze(store, fail_on)
+    except BaseException:
+        store.close()
+        raise
 
 
 def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT) -> AuditResult:
     """Re-run detection over a persistent store written by ``ingest`` or the span processor."""
     if not Path(db).exists():
         raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
-    return analyze(Store(db), fail_on)
+    store = Store(db)
+    try:
+        return analyze(store, fail_on)
+    except BaseException:
+        store.close()
+        raise
 
 
 @contextmanager

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .errors import StoreError, StoreLocked
-from .model import Event, Kind, Reporter, SinkResult
-from .result import InputSummary, QuarantinedLine
+from .model import Event, InputSummary, Kind, QuarantinedLine, Reporter, SinkResult
 from .sql import statements
 
 if TYPE_CHECKING:

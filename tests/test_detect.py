@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from auditor.model import Confidence, Grade, Outcome
@@ -130,8 +132,11 @@ def test_missing_seq_falls_back_to_observation_order_with_low_confidence(audit_e
               for e in history("1 acq 1 a", "2 acq 2 b", "3 com 1 a x")]
     r = audit_events(events)
     assert r.ordering == "observed"
-    assert triples(r) == [("stale_commit", "k", 3)]
+    # seq is never invented: null, with the observation position and the line to find it by
+    assert [(f.grade.value, f.seq, f.position, Path(f.file).name, f.line) for f in r.findings] == [
+        ("stale_commit", None, 3, "events.jsonl", 3)]
     assert r.incidents[0].confidence is Confidence.LOW
+    assert "at position 3 (no seq)" in r.incidents[0].witness
 
 
 def test_fail_on_threshold(audit_events):

@@ -27,7 +27,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from . import visible
-from ..model import MEANINGS, Event, Finding, Grade, Incident, Kind, SinkResult
+from ..model import Event, Finding, Grade, Incident, Kind, SinkResult
+from ..rules import MEANINGS
 from ..result import AuditResult, WorkflowSummary
 
 MAX_CARDS = 50  # incident cards; the rest are in the findings table, grouped by incident
