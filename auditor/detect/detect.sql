@@ -235,19 +235,26 @@ ORDER BY e.workflow_key, e.ord, e.event_id;
 -- each: the key's event count, H(k, s) (the highest epoch acquired at a lower position: a
 -- non-acquisition under a lower epoch is stale evidence, SPEC section 3), and for an acquisition
 -- the highest epoch acquired before it in the order the acquisitions statement uses (a handover
--- raises it; an acquisition that does not is an epoch regression).
+-- raises it; an acquisition that does not is an epoch regression). H comes from one row per
+-- position, so no window frame does arithmetic on a position (it may be any int64).
+WITH ev AS (
+    SELECT e.*, src.name AS file FROM events e JOIN sources src USING (source_id)
+    WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[]))
+), per_position AS (
+    SELECT workflow_key, ord,
+           max(max(epoch) FILTER (WHERE kind = 'lease_acquired')) OVER (
+               PARTITION BY workflow_key ORDER BY ord
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS highest_before
+    FROM ev GROUP BY workflow_key, ord
+)
 SELECT * EXCLUDE (n) FROM (
     SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
-           e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
-           count(*) OVER (PARTITION BY e.workflow_key) AS total,
-           max(e.epoch) FILTER (WHERE e.kind = 'lease_acquired') OVER (
-               PARTITION BY e.workflow_key ORDER BY e.ord
-               RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS highest_before,
+           e.reporter, e.step_id, e.ts, e.event_id, e.attrs, e.file, e.line, e.seq IS NULL AS observed,
+           count(*) OVER (PARTITION BY e.workflow_key) AS total, p.highest_before,
            CASE WHEN e.kind = 'lease_acquired' THEN max(e.epoch) FILTER (WHERE e.kind = 'lease_acquired') OVER (
                PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS prev_max,
            row_number() OVER (PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id) AS n
-    FROM events e JOIN sources src USING (source_id)
-    WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])))
+    FROM ev e JOIN per_position p USING (workflow_key, ord))
 WHERE n <= $2
 ORDER BY workflow_key, ord, event_id;
