@@ -17,19 +17,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .ingest.sources import Progress
-from .errors import AuditError, AuditorError, InputError, NoEvents, StoreError, StoreLocked
+from .errors import AuditError, AuditorError, InputError, NoEvents, ResultClosed, StoreError, StoreLocked
 from .expect import Comparison, ExpectError, compare_expected, load_expected
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
-from .result import AuditResult
+from .result import AuditResult, AuditSession
 from .scope import Scope, ScopeError
 from .store import Store
 from .vocabulary import Vocabulary, VocabularyError
 
-__all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditResult", "Finding",
-           "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
+__all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditResult", "AuditSession",
+           "Finding", "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
            "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
-           "InputError", "NoEvents", "StoreError", "StoreLocked", "ExpectError", "ScopeError",
-           "Vocabulary", "VocabularyError"]
+           "InputError", "NoEvents", "ResultClosed", "StoreError", "StoreLocked", "ExpectError",
+           "ScopeError", "Vocabulary", "VocabularyError"]
 
 
 
@@ -48,11 +48,13 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
             scope: Scope | None = None) -> AuditResult:
     """Detect and explain over everything in ``store``, then keep what ``scope`` reports.
 
-    ``allow_quarantined`` lost lines (quarantined, or ``event_id`` conflicts) are accepted before
-    the verdict says ``incomplete``.
+    The result owns ``store`` from here on (``result.close()`` closes it) and carries the
+    timelines a report draws. ``allow_quarantined`` lost lines (quarantined, or ``event_id``
+    conflicts) are accepted before the verdict says ``incomplete``.
     """
     from .detect import detect
-    from .explain import incidents, workflows
+    from .detect.timeline import excerpts
+    from .explain import MAX_TIMELINE_EVENTS, incidents, timeline_keys, workflows
     from .scope import narrow
 
     summary = store.input_summary()
@@ -66,8 +68,7 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
         findings, incs = incidents(det)
         # The timestamps served the incidents: free them before the workflow summaries (a million
         # at ten million events) take the memory back. workflows() consumes det.workflows itself.
-        det.finding_ts.clear()
-        det.transition_ts.clear()
+        det.release_timestamps()
         wfs = workflows(det, findings)
     observed = sum(1 for w in wfs if w.ordering == "observed")
     ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
@@ -78,8 +79,11 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
                              key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
     result = AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
                          incidents=incs, diagnostics=diagnostics, fail_on=Grade(fail_on),
-                         store=store, allow_quarantined=allow_quarantined)
-    return narrow(result, scope)
+                         session=AuditSession(store), allow_quarantined=allow_quarantined)
+    result = narrow(result, scope)
+    affected, clean = timeline_keys(result.incidents, result.workflows)
+    result.timelines = excerpts(store, affected + clean, result.findings, MAX_TIMELINE_EVENTS)
+    return result
 
 
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
@@ -91,14 +95,19 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
 
     ``vocabulary`` maps a team's own kind and field names onto the contract: a ``Vocabulary`` or
     the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used).
-    Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
-    ``timeline()``. Raises ``AuditError`` (``NoEvents``, ``InputError``) when the audit cannot run.
+    Blocking; returns an ``AuditResult`` whose store stays open for ``events_frame()`` and
+    ``timeline()`` until ``close()``; use it as ``with audit(...) as result:`` to close it.
+    Raises ``AuditorError`` (``NoEvents``, ``InputError``, ...) when the audit cannot run.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
-    ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
-    return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
+    try:
+        ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
+    except BaseException:
+        store.close()
+        raise
 
 
 def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
@@ -110,8 +119,12 @@ def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
     ``vocabulary`` is checked (``VocabularyError``) but changes nothing: it applies when lines are
     ingested, and the store holds them normalized."""
     check_store(db)
-    return analyze(Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary), fail_on,
-                   allow_quarantined=allow_quarantined, scope=scope)
+    store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary)
+    try:
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
+    except BaseException:
+        store.close()
+        raise
 
 
 def check_store(db: str | os.PathLike) -> None:

@@ -29,3 +29,7 @@ class StoreError(AuditorError):
 
 class StoreLocked(StoreError):
     """Another process holds the DuckDB file."""
+
+
+class ResultClosed(AuditorError):
+    """The result was closed: its events are no longer readable (its findings still are)."""

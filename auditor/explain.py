@@ -11,16 +11,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .detect import Detection
-from .model import (RESPONSES, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind,
-                    Outcome, Owner, stable_id)
+from .detect.timeline import takeovers
+from .model import Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
 from .result import WorkflowSummary
-from .vocabulary import reporter_role
+from .rules import RESPONSES, confidence, displaced_epoch, incident_id
 
 _VERBS = {Kind.PROGRESS: "reported progress", Kind.EFFECT_ATTEMPTED: "attempted",
           Kind.EFFECT_COMMITTED: "committed"}
 # Module constants: on Python 3.11 every Grade.X goes through EnumType.__getattr__, and these
 # run once per finding.
-_DOUBLE, _PROGRESS, _COMMIT = Grade.DOUBLE_COMMIT, Kind.PROGRESS, Kind.EFFECT_COMMITTED
+_DOUBLE, _PROGRESS = Grade.DOUBLE_COMMIT, Kind.PROGRESS
 _ACTIVITY, _REJECTED, _ATTEMPT = Grade.STALE_ACTIVITY, Grade.REJECTED_ATTEMPT, Grade.STALE_ATTEMPT
 _COMMITTED, _UNKNOWN = Outcome.COMMITTED, Outcome.UNKNOWN
 _BY_SEVERITY = (Outcome.COMMITTED, Outcome.UNKNOWN, Outcome.REJECTED)
@@ -28,16 +28,13 @@ _VALUE = {g: g.value for g in Grade}
 _RANK = {g: g.rank for g in Grade}
 
 
-def incident_id(workflow_key: str, displaced_epoch: int) -> str:
-    return stable_id("i-", workflow_key, displaced_epoch)
-
-
-def displaced_epoch(f: Finding) -> int:
-    return min(f.epochs) if f.grade is _DOUBLE and f.epochs else f.epoch
-
-
 def owner(worker: str | None, epoch: int | None) -> str:
     return f"epoch {epoch} ({worker or 'unknown'})"
+
+
+def at(f: Finding) -> str:
+    """Where a finding's event sits, in words: its seq, or its place when the log gave no seq."""
+    return f"seq {f.seq}" if f.seq is not None else f"position {f.position} (no seq)"
 
 
 def witness(transition: Owner | None, transition_seq: int | None, findings: list[Finding]) -> str:
@@ -47,7 +44,7 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
     parts = []
     if transition is not None and transition_seq is not None:
         parts.append(f"{owner(transition.worker, transition.epoch)} was acquired at seq {transition_seq}")
-    worst = max(stale, key=lambda f: (_RANK[f.grade], -f.seq), default=None)
+    worst = max(stale, key=lambda f: (_RANK[f.grade], -f.position), default=None)
     if worst is not None:
         what = _VERBS[worst.kind]
         if worst.effect_key and worst.kind is not _PROGRESS:
@@ -56,13 +53,13 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
             tail = "a displaced process is still running"
         elif worst.grade is _REJECTED:
             tail = (f"the sink rejected it at seq {worst.receipt_seq}: the fence held"
-                    if worst.receipt_seq != worst.seq else "the sink rejected it: the fence held")
+                    if worst.receipt_seq != worst.position else "the sink rejected it: the fence held")
         elif worst.grade is _ATTEMPT:
             tail = ("it was then committed: the fence did not stop it" if worst.outcome is _COMMITTED
                     else "no rejection is recorded: it may have taken effect")
         else:
             tail = "a displaced owner changed the outside world"
-        parts.append(f"{owner(worst.worker, worst.epoch)} then {what} at seq {worst.seq}: {tail}")
+        parts.append(f"{owner(worst.worker, worst.epoch)} then {what} at {at(worst)}: {tail}")
     sentence = "; ".join(parts) + "." if parts else ""
     for d in doubles:
         others = [str(e) for e in d.epochs if e != d.epoch]
@@ -72,7 +69,7 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
         if worst is not None and worst.seq == d.seq:  # the stale commit above is this second commit
             extra = f" {earlier.capitalize()} had already committed {label}: the effect happened twice"
         else:
-            extra = (f" Epoch {d.epoch} ({d.worker or 'unknown'}) committed {label} again at seq {d.seq} "
+            extra = (f" Epoch {d.epoch} ({d.worker or 'unknown'}) committed {label} again at {at(d)} "
                      f"after {earlier} had: the effect happened twice")
         if d.unstable_effect_key:
             extra += f" (unstable effect key: step {d.step_id} used a different key under another epoch)"
@@ -84,15 +81,15 @@ def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
     """Findings with their incident ids filled in, and the incidents, sorted by key then seq."""
     groups: dict[tuple[str, int], list[Finding]] = defaultdict(list)
     for f in det.findings:
-        groups[(f.workflow_key, displaced_epoch(f))].append(f)
-    observed = {w[0] for w in det.workflows if w[3]}
+        groups[(f.workflow_key, displaced_epoch(f.grade, f.epoch, f.epochs))].append(f)
+    observed = {w.workflow_key for w in det.workflows if w.observed}
 
-    acquired_at = {(k, s): e for k, s, e, _w in det.handovers}
+    acquired_at = {(h.workflow_key, h.seq): h.epoch for h in det.handovers}
     out: list[Incident] = []
     linked: dict[str, str] = {}
     for (key, epoch), fs in groups.items():
         iid = incident_id(key, epoch)
-        fs.sort(key=lambda f: (f.seq, _RANK[f.grade]))
+        fs.sort(key=lambda f: (f.position, _RANK[f.grade]))
         for f in fs:
             linked[f.id] = iid
         out.append(_incident(det, acquired_at, iid, key, epoch, fs, key in observed))
@@ -125,7 +122,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     displaced_worker = det.acquirers.get((key, epoch)) or next(
         (f.worker for f in fs if f.epoch == epoch), None)
 
-    refs = [EventRef(f.seq, f.ts, f.kind) for f in (stale or fs)]
+    refs = [EventRef(f.seq, f.ts, f.kind, f.file, f.line) for f in (stale or fs)]
     first_ref, last_ref = refs[0], refs[-1]
     window_seconds = None
     t_ts = det.transition_ts.get((key, transition_seq)) if transition_seq is not None else None
@@ -140,7 +137,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     for ek in sorted({f.effect_key for f in fs if f.effect_key}):
         of_key = [f for f in fs if f.effect_key == ek]
         outcome = _sink_outcome(f.outcome for f in of_key)
-        last_seq = max(f.seq for f in of_key)
+        last_seq = max(f.position for f in of_key)
         verified_seq = det.verifications.get((key, ek))
         verified = verified_seq is not None and verified_seq > last_seq
         effects.append(EffectOutcome(ek, outcome, verified, verified_seq if verified else None))
@@ -148,13 +145,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     verification = ("n/a" if not effects else
                     "verified" if all(e.verified for e in effects) else "unverified")
 
-    commits = [f for f in fs if f.kind is _COMMIT]
-    if observed:
-        confidence = Confidence.LOW
-    elif any(reporter_role(f.reporter) == "worker" for f in commits) or any(f.id in det.capped for f in fs):
-        confidence = Confidence.MEDIUM
-    else:
-        confidence = Confidence.HIGH
+    trust = confidence(fs, observed=observed, capped=any(f.id in det.capped for f in fs))
 
     grades: dict[str, int] = {}
     for f in fs:
@@ -164,11 +155,11 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
         displaced=Owner(displaced_worker, epoch), current=current,
         transition_seq=transition_seq,
         first_stale=first_ref if stale else None, last_stale=last_ref if stale else None,
-        window_first_seq=(stale or fs)[0].seq, window_last_seq=(stale or fs)[-1].seq,
+        window_first_seq=(stale or fs)[0].position, window_last_seq=(stale or fs)[-1].position,
         window_seconds=window_seconds,
         effect_keys=tuple(e.effect_key for e in effects), effects=tuple(effects),
         sink_outcome=sink, verification=verification, freshness_seconds=freshness,
-        confidence=confidence, response=RESPONSES[severity],
+        confidence=trust, response=RESPONSES[severity],
         witness=witness(transition, transition_seq, fs), grades=grades,
         finding_ids=tuple(f.id for f in fs), responses=responses(f.grade for f in fs))
 
@@ -190,24 +181,24 @@ def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:
 def workflows(det: Detection, findings: list[Finding]) -> list[WorkflowSummary]:
     """Per workflow key: size, handovers (clean when no finding names them), worst grade.
 
-    Consumes ``det.workflows`` (a million rows at ten million events): each row is released as its
-    summary is built, so the two lists never peak together.
+    Takes ``det.workflows`` over (a million rows at ten million events): each row is released as
+    its summary is built, so the two lists never peak together.
     """
     by_key: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         by_key[f.workflow_key].append(f)
     handovers: dict[str, list[int]] = defaultdict(list)  # keys with findings only
-    for k, s, _e, _w in det.handovers:
-        handovers[k].append(s)
+    for h in det.handovers:
+        handovers[h.workflow_key].append(h.seq)
     out = []
-    rows = det.workflows
+    rows = det.take_workflows()
     rows.reverse()
     while rows:
         k, events, acquisitions, observed, n_handovers = rows.pop()
         fs = by_key.get(k)
         clean, severity = n_handovers, None
         if fs:
-            named = {f.transition_seq for f in fs}
+            named = takeovers(fs)
             clean = sum(1 for s in handovers.get(k, ()) if s not in named)
             severity = max((f.grade for f in fs), key=_RANK.__getitem__)
         out.append(WorkflowSummary(
@@ -215,3 +206,29 @@ def workflows(det: Detection, findings: list[Finding]) -> list[WorkflowSummary]:
             clean_handovers=clean, findings=len(fs) if fs else 0, severity=severity,
             ordering="observed" if observed else "authoritative"))
     return out
+
+
+# What a report shows first: the incidents that most need a person, and the timelines drawn.
+
+MAX_CARDS = 50  # incidents shown in full; the rest are listed with their findings
+MAX_TIMELINES = 25  # affected workflow keys drawn as timelines
+MAX_CLEAN_TIMELINES = 10  # keys with only clean handovers, drawn as the control case
+MAX_TIMELINE_EVENTS = 100_000  # events read per drawn key
+_CONFIDENCE_ORDER = list(Confidence)
+
+
+def by_urgency(incidents: Iterable[Incident]) -> list[Incident]:
+    """Most severe first; among equals, what still needs checking (unverified, surer evidence)."""
+    return sorted(incidents, key=lambda i: (
+        -i.severity.rank, i.verification == "verified", _CONFIDENCE_ORDER.index(i.confidence),
+        i.workflow_key, i.window_first_seq, i.displaced.epoch or 0))
+
+
+def timeline_keys(incidents: list[Incident], workflows: list[WorkflowSummary]) -> tuple[list[str], list[str]]:
+    """The workflow keys a report draws: those of the most urgent incident cards (at most
+    ``MAX_TIMELINES``), and the control cases, keys whose handovers were all clean."""
+    affected: dict[str, None] = {}
+    for inc in by_urgency(incidents)[:MAX_CARDS]:
+        affected.setdefault(inc.workflow_key)
+    clean = [w.workflow_key for w in workflows if w.findings == 0 and w.clean_handovers > 0]
+    return list(affected)[:MAX_TIMELINES], clean[:MAX_CLEAN_TIMELINES]

@@ -2,12 +2,11 @@
 
 Findings, incidents and diagnostics are frozen dataclasses of evidence. Prose (witness sentences,
 tables, HTML) is rendered from them in ``explain`` and ``render``; nothing here formats text for
-people except the fixed recommended response of each grade, which the SPEC defines per grade.
+people: what each grade means and asks for is a rule, in ``rules``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -95,49 +94,20 @@ class Confidence(StrEnum):
     LOW = "low"
 
 
-RESPONSES: dict[Grade, str] = {
-    Grade.STALE_ACTIVITY: "Stop or quarantine the old worker; verify it emits nothing more.",
-    Grade.REJECTED_ATTEMPT: (
-        "Keep the rejection receipt; find why the lease was lost; "
-        "check the current owner still progresses."
-    ),
-    Grade.STALE_ATTEMPT: (
-        "Query the destination by effect key; treat as a possible stale commit."
-    ),
-    Grade.STALE_COMMIT: (
-        "Freeze further effects for this key; check the result; "
-        "decide whether compensation is safe."
-    ),
-    Grade.DOUBLE_COMMIT: (
-        "Treat the outcome as uncertain until an outcome_verified predicate or a human confirms it; "
-        "never auto-resolve by retrying the current owner."
-    ),
-}
-
-MEANINGS: dict[Grade, str] = {
-    Grade.STALE_ACTIVITY: "a displaced process is still running",
-    Grade.REJECTED_ATTEMPT: "the fence held: near miss",
-    Grade.STALE_ATTEMPT: "it may or may not have taken effect",
-    Grade.STALE_COMMIT: "the fence failed or did not exist: correctness incident",
-    Grade.DOUBLE_COMMIT: "the effect happened twice",
-}
-
-
 def _fields(obj: Any) -> dict[str, Any]:
     """``asdict`` one level deep, without its deep copy: the JSON document of a big audit converts
     hundreds of thousands of findings and incidents, and their values are immutable."""
     return {name: getattr(obj, name) for name in obj.__slots__}
 
 
-def stable_id(prefix: str, *parts: Any) -> str:
-    """A short id that depends only on its parts, so reruns and re-ingests agree."""
-    text = "\x1f".join("" if p is None else str(p) for p in parts)
-    return prefix + hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One canonical event (SPEC section 2), as stored after normalization."""
+    """One canonical event (SPEC section 2), as stored after normalization.
+
+    ``seq`` is the event's place in its key's order: the given seq, or, when ``observed`` (the key's
+    log lacks seq), its observation position, which is never reported as a seq. ``file`` and
+    ``line`` say where it came from (a live event: the processor's source name and arrival number).
+    """
 
     seq: int
     workflow_key: str
@@ -152,6 +122,26 @@ class Event:
     ts: str | None = None
     event_id: str | None = None
     attrs: dict[str, Any] | None = None
+    file: str | None = None
+    line: int | None = None
+    observed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class QuarantinedLine:
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass(slots=True)
+class InputSummary:
+    files: list[str] = field(default_factory=list)
+    lines_read: int = 0
+    events: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
+    quarantine: list[QuarantinedLine] = field(default_factory=list)  # the first few, in file order
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,12 +152,16 @@ class Finding:
     rejection that resolved a ``rejected_attempt``; ``epochs`` lists, for a ``double_commit``, every
     epoch that had committed the effect key up to and including this commit;
     ``unstable_effect_key`` marks the double commit of one ``step_id`` under different effect keys.
+    ``seq`` is the event's seq, null when its log gave none; ``position`` is its place in the key's
+    order (the seq, or the observation position when the key lacks seq): the other ``*_seq`` fields
+    are positions too. ``file`` and ``line`` locate the event in its source.
     """
 
     id: str
     grade: Grade
     workflow_key: str
-    seq: int
+    seq: int | None
+    position: int
     kind: Kind
     epoch: int
     worker: str
@@ -184,6 +178,8 @@ class Finding:
     epochs: tuple[int, ...] = ()
     unstable_effect_key: bool = False
     incident_id: str = ""
+    file: str | None = None
+    line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = _fields(self)
@@ -212,9 +208,13 @@ class Owner:
 
 @dataclass(frozen=True, slots=True)
 class EventRef:
-    seq: int
+    """One piece of evidence: seq (null when the log gave none), ts, kind, and where it is written."""
+
+    seq: int | None
     ts: str | None
     kind: Kind
+    file: str | None = None
+    line: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

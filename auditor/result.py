@@ -1,8 +1,11 @@
 """The audit result: what every door (CLI, Python, OTel) hands back, and what every renderer reads.
 
 An ``AuditResult`` is data. The JSON document is ``to_dict()``; the terminal summary and the HTML
-report are renderings of the same object. Event rows stay in the store and are read on demand
-(``events_frame``, ``timeline``) so a ten-million-event audit does not hold them in Python.
+report are renderings of the same object, and the timelines a report draws come with it
+(``timelines``, fetched once when the result is made). Event rows stay in the store and are read
+on demand (``events_frame``, ``timeline``) so a ten-million-event audit does not hold them in
+Python: the store is held by the result's ``AuditSession``, not by the result's data, and
+``close()`` (or ``with audit(...) as result:``) lets it go.
 """
 
 from __future__ import annotations
@@ -10,33 +13,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, Verdict
+from .errors import ResultClosed
+from .model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
+                    QuarantinedLine, Verdict)
 
 if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
     import polars as pl
 
+    from .detect.timeline import KeyTimeline
     from .scope import Scope
     from .store import Store
 
+__all__ = ["AuditResult", "AuditSession", "InputSummary", "QuarantinedLine", "WorkflowSummary", "SCHEMA"]
+
 SCHEMA = "split-brain-audit/2"
 LISTS = ("incidents", "findings", "diagnostics", "workflows")  # the document's long lists
-
-
-@dataclass(frozen=True, slots=True)
-class QuarantinedLine:
-    file: str
-    line: int
-    reason: str
-
-
-@dataclass(slots=True)
-class InputSummary:
-    files: list[str] = field(default_factory=list)
-    lines_read: int = 0
-    events: int = 0
-    duplicates: int = 0
-    quarantined: int = 0
-    quarantine: list[QuarantinedLine] = field(default_factory=list)  # the first few, in file order
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +44,31 @@ class WorkflowSummary:
     ordering: str  # "authoritative" (seq) or "observed" (file order: seq was missing)
 
 
+class AuditSession:
+    """The open store behind a result. Closing it is idempotent; it closes the store."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: "Store | None") -> None:
+        self._store = store
+
+    @property
+    def open(self) -> bool:
+        return self._store is not None
+
+    @property
+    def store(self) -> "Store":
+        if self._store is None:
+            raise ResultClosed("this audit result is closed: its events are no longer readable; "
+                               "read them (events_frame, timeline) before close() or the with block ends")
+        return self._store
+
+    def close(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+
 @dataclass(slots=True)
 class AuditResult:
     ordering: str
@@ -62,9 +78,26 @@ class AuditResult:
     incidents: list[Incident]
     diagnostics: list[Diagnostic]
     fail_on: Grade = Grade.STALE_ATTEMPT
-    store: "Store | None" = field(default=None, repr=False, compare=False)
     allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
     scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
+    #: the timelines a report draws (see ``explain.timeline_keys``), by workflow key
+    timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
+    session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
+
+    def close(self) -> None:
+        """Let go of the store (a scratch one is deleted). Idempotent; the data stays readable."""
+        self.session.close()
+
+    def __enter__(self) -> "AuditResult":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def store(self) -> "Store":
+        """The open store (raises ``ResultClosed`` once the result is closed)."""
+        return self.session.store
 
     @property
     def failing(self) -> list[Finding]:
@@ -141,15 +174,15 @@ class AuditResult:
         """``(grade, workflow_key, seq)`` of every finding: the shape ``--expect`` compares."""
         return {(f.grade.value, f.workflow_key, f.seq) for f in self.findings}
 
-    # Event access, read from the store on demand.
+    # Event access, read from the store on demand (``ResultClosed`` after ``close()``).
 
     def events_frame(self) -> "pl.DataFrame":
         """All stored events as a polars DataFrame, sorted by workflow key then seq."""
-        return self._store().events_frame()
+        return self.store.events_frame()
 
     def quarantine_frame(self) -> "pl.DataFrame":
         """Every quarantined line (file, line, reason), not only the first few in ``input``."""
-        return self._store().quarantine_frame()
+        return self.store.quarantine_frame()
 
     def findings_frame(self) -> "pl.DataFrame":
         import polars as pl
@@ -161,9 +194,4 @@ class AuditResult:
 
     def timeline(self, workflow_key: str, limit: int | None = None) -> list[Event]:
         """The events of one workflow key in authoritative order (the first ``limit``)."""
-        return self._store().events_of(workflow_key, limit)
-
-    def _store(self) -> "Store":
-        if self.store is None:
-            raise RuntimeError("this result was built without a store; events are not available")
-        return self.store
+        return self.store.events_of(workflow_key, limit)

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .errors import StoreError, StoreLocked
-from .model import Diagnostic, DiagnosticKind, Event, Kind, Reporter, SinkResult, stable_id
+from .model import Diagnostic, DiagnosticKind, Event, InputSummary, Kind, QuarantinedLine, Reporter, SinkResult
+from .rules import stable_id
 from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
 from .vocabulary import EFFECT_KINDS, FIELDS, KINDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of
-from .result import InputSummary, QuarantinedLine
 from .sql import statements
 
 if TYPE_CHECKING:

@@ -177,8 +177,8 @@ def test_seed_incident_card(seed):
         ("current owner", "epoch 18 (beta)"),
         ("transition", "seq 5"),
         ("stale window", "seqs 6\u20138, until 3 min after the transition"),
-        ("first stale", "seq 6 \u00b7 progress \u00b7 2026-07-26T02:06:00Z"),
-        ("last stale", "seq 8 \u00b7 effect_committed \u00b7 2026-07-26T02:08:00Z"),
+        ("first stale", "seq 6 \u00b7 progress \u00b7 2026-07-26T02:06:00Z \u00b7 fixtures/seed_split_brain.jsonl:6"),
+        ("last stale", "seq 8 \u00b7 effect_committed \u00b7 2026-07-26T02:08:00Z \u00b7 fixtures/seed_split_brain.jsonl:8"),
         ("sink", "committed"),
         ("verification", "unverified"),
         ("confidence", "high"),
@@ -326,11 +326,11 @@ def test_rejected_attempt_passes_and_says_the_fence_held():
         [(4, "g-rejected_attempt", f"rejected_attempt ({f4}): the fence held: near miss")]]
 
 
-def test_result_without_store_renders_without_timelines(seed):
-    bare = dataclasses.replace(seed, store=None)
+def test_result_without_timeline_facts_renders_without_timelines(seed):
+    bare = dataclasses.replace(seed, timelines={})
     ctx = build_context(bare)
     assert [c.timeline for c in ctx.cards] == [None]
-    assert ctx.notes == ["Timelines are left out: this result carries no event store."]
+    assert ctx.notes == ["Timelines are left out: this result carries no timeline facts."]
     assert ctx.clean_timelines == []
     assert all(f.id in render_html(bare) for f in seed.findings)
 
@@ -357,7 +357,7 @@ def test_ten_thousand_findings_stay_usable(many):
     tl = first.timeline
     assert (tl.shown, tl.total) == (report_html.MAX_MARKS, 406)
     assert tl.note == ("Timeline capped: 60 of 406 events drawn (every takeover and stale event "
-                       "first, then their neighbours); 346 left out, marked \u2026 on the axis.")
+                       "first, then their neighbours); 346 left out (seqs 2\u2013347), marked \u2026 on the axis.")
     assert {m.seq for m in tl.marks} >= {1, 402, 403, 404, 405, 406}
     assert [g.title for g in tl.gaps] == ["346 events left out, seq 2 to 347"]
 
@@ -496,3 +496,15 @@ def test_grades_in_the_report_follow_the_model():
     css = (report_html._TEMPLATES / "_style.css.j2").read_text()
     for g in Grade:
         assert f"--{g.value}:" in css and f".g-{g.value}" in css
+
+
+def test_axis_is_spaced_by_seq_and_long_runs_without_events_are_shortened(tmp_path):
+    from .conftest import history, write_jsonl
+
+    log = write_jsonl(tmp_path / "sparse.jsonl", history("1 acq 1 a", "2 acq 2 b", "3 prog 1 a", "50 prog 1 a"))
+    with audit(log) as result:
+        (card,) = build_context(result).cards
+    x = {m.seq: m.x for m in card.timeline.marks}
+    assert x[2] - x[1] == x[3] - x[2]  # one step per seq
+    assert x[50] - x[3] == 3 * (x[2] - x[1])  # 46 seqs without an event drawn as three steps
+    assert [g.title for g in card.timeline.gaps] == ["seqs 4 to 49 hold no event of this key (axis shortened)"]

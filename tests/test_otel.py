@@ -42,6 +42,13 @@ WITNESS_8 = ("epoch 18 (beta) was acquired at seq 5; epoch 17 (alpha) then commi
              "at seq 8: a displaced owner changed the outside world.")
 
 
+def same(f) -> dict:
+    """A finding (or its JSON) without its provenance: the same evidence read from another source
+    (file and line) is the same finding."""
+    d = json.loads(json.dumps(f if isinstance(f, dict) else f.to_dict(), default=str))
+    return {k: v for k, v in d.items() if k not in ("file", "line")}
+
+
 def triples(findings):
     return [(f.grade.value, f.workflow_key, f.seq) for f in findings]
 
@@ -321,7 +328,7 @@ def test_otlp_fixture_is_the_seed():
     result = audit([FIXTURES / "otlp_seed_split_brain.jsonl"])
     seed = audit([FIXTURES / "seed_split_brain.jsonl"])
     assert triples(result.findings) == SEED_FINDINGS
-    assert [f.to_dict() | {"id": 0} for f in result.findings] == [f.to_dict() | {"id": 0} for f in seed.findings]
+    assert [same(f) | {"id": 0} for f in result.findings] == [same(f) | {"id": 0} for f in seed.findings]
     assert [i.witness for i in result.incidents] == [i.witness for i in seed.incidents]
     assert WITNESS_8 in result.incidents[0].witness
     assert (result.input.lines_read, result.input.events, result.input.quarantined) == (16, 16, 0)
@@ -345,7 +352,7 @@ def test_processor_reaches_the_seed_findings(tmp_path, caplog, window_ms):
     batch = audit([FIXTURES / "seed_split_brain.jsonl"])
 
     assert triples(seen) == SEED_FINDINGS
-    assert [f.to_dict() for f in seen] == [f.to_dict() for f in batch.findings]
+    assert [same(f) for f in seen] == [same(f) for f in batch.findings]
     assert processor.detector.late_events == (0 if window_ms else 4)  # alpha's seqs 3, 6, 7, 8
     warnings = [r.getMessage() for r in caplog.records if r.name == "auditor.otel"]
     assert len(warnings) == 4
@@ -363,7 +370,7 @@ def test_processor_reaches_the_seed_findings(tmp_path, caplog, window_ms):
 
     # the persisted store gives the batch answer ...
     stored = report(db)
-    assert [f.to_dict() for f in stored.findings] == [f.to_dict() for f in batch.findings]
+    assert [same(f) for f in stored.findings] == [same(f) for f in batch.findings]
     assert (stored.input.events, stored.input.quarantined) == (16, 0)
     assert [i.confidence for i in stored.incidents] == [Confidence.HIGH]
     # ... and so do the same spans written as an OTLP JSON file, through the CLI, by name and by content
@@ -377,7 +384,7 @@ def test_processor_reaches_the_seed_findings(tmp_path, caplog, window_ms):
         assert done.returncode == 1, done.stderr
         doc = json.loads(done.stdout)
         assert [(f["grade"], f["workflow_key"], f["seq"]) for f in doc["findings"]] == SEED_FINDINGS
-        assert doc["findings"] == [f.to_dict() for f in batch.findings]
+        assert [same(f) for f in doc["findings"]] == [same(f) for f in batch.findings]
 
 
 def test_processor_audits_what_the_sampler_records():

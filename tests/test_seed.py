@@ -104,3 +104,15 @@ def test_audit_restores_the_garbage_collector(monkeypatch):
     with pytest.raises(RuntimeError, match="^explain failed$"):
         audit([SEED])
     assert gc.isenabled()
+
+
+def test_result_closes_its_store_and_keeps_its_data():
+    from auditor import ResultClosed, audit
+
+    with audit(FIXTURES / "seed_split_brain.jsonl") as r:
+        assert len(r.events_frame()) == 16 and r.timeline(LEDGER)[0].seq == 1
+    r.close()  # idempotent
+    assert len(r.findings) == 4 and r.to_dict()["findings"][0]["line"] == 6
+    for read in (r.events_frame, r.quarantine_frame, lambda: r.timeline(LEDGER)):
+        with pytest.raises(ResultClosed):
+            read()

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
-from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, stable_id
+from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome
+from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, displaced_epoch, finding_id,
+                     finding_order, incident_id)
 from ..sql import statements
 from ..store import Store
 
@@ -24,30 +27,56 @@ _BUILD = ("acquisitions", "records", "displacement", "stale", "effects", "resolu
 _GRADES = {g.value: g for g in Grade}
 _KINDS = {k.value: k for k in Kind}
 _OUTCOMES = {o.value: o for o in Outcome}
-_DOUBLE = Grade.DOUBLE_COMMIT
-_RANK = {g: g.rank for g in Grade}
+_REJECTED = Grade.REJECTED_ATTEMPT
 
 
-def finding_id(workflow_key: str, grade: Grade | str, seq: int) -> str:
-    return stable_id("f-", workflow_key, str(grade), seq)
+class KeyCounts(NamedTuple):
+    """One workflow key's size and owners."""
+
+    workflow_key: str
+    events: int
+    acquisitions: int
+    observed: bool  # some event lacks seq: the key is ordered by observation
+    handovers: int  # acquisitions that raised the highest epoch (after the first)
+
+
+class Handover(NamedTuple):
+    """An acquisition that raised the key's highest epoch: a takeover when a finding names it as
+    its transition, else a clean handover."""
+
+    workflow_key: str
+    seq: int  # position in the key's order
+    epoch: int
+    worker: str
 
 
 @dataclass(slots=True)
 class Detection:
-    """What the detector saw: findings and diagnostics, plus the facts explain needs."""
+    """What the detector saw: findings and diagnostics, plus the facts explain needs.
+
+    ``take_workflows`` and ``release_timestamps`` hand the two big parts over (a million rows at
+    ten million events), so their memory is freed as soon as explain is done with them.
+    """
 
     findings: list[Finding]
     diagnostics: list[Diagnostic]
-    # (workflow_key, events, acquisitions, observed, handovers) of every key, sorted by key
-    workflows: list[tuple[str, int, int, bool, int]]
+    workflows: list[KeyCounts]  # every key, sorted by key
     # The rest covers the keys with findings only: a big audit has a million clean keys.
-    handovers: list[tuple[str, int, int, str]]  # (workflow_key, seq, epoch, worker) raising the epoch
+    handovers: list[Handover]
     verifications: dict[tuple[str, str], int]   # (workflow_key, effect_key) -> last outcome_verified seq
     acquirers: dict[tuple[str, int], str]       # (workflow_key, epoch) -> worker who acquired it
     newest_ts: datetime | None
     finding_ts: dict[str, datetime | None] = field(default_factory=dict)  # finding id -> parsed ts
     transition_ts: dict[tuple[str, int], datetime | None] = field(default_factory=dict)
     capped: set[str] = field(default_factory=set)  # finding ids whose span was capped by limits
+
+    def take_workflows(self) -> list[KeyCounts]:
+        rows, self.workflows = self.workflows, []
+        return rows
+
+    def release_timestamps(self) -> None:
+        self.finding_ts = {}
+        self.transition_ts = {}
 
 
 def detect(store: Store) -> Detection:
@@ -63,37 +92,45 @@ def detect(store: Store) -> Detection:
         shared: dict[str, str] = {}
         share = shared.setdefault
         for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
-             sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs) in rows:
+             sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs, sink_result, seq,
+             file, line) in rows:
             k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
+            file = share(file, file)
             if cur_worker is not None:
                 cur_worker = share(cur_worker, cur_worker)
-            g = _GRADES[grade]
+            if grade == "attempt":
+                g, resolved = attempt_grade(outcome, sink_result)
+                if g is not _REJECTED:
+                    receipt = None
+            else:
+                g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
+            epochs = tuple(epochs or ())
             fid = finding_id(k, g, s)
-            # The incident is that of the displaced epoch (explain.displaced_epoch), as the live
-            # detector fills it in: explain then keeps the finding instead of copying it.
-            displaced = min(epochs) if g is _DOUBLE and epochs else epoch
+            # Findings carry their incident id from the start, as the live detector fills it in:
+            # explain then keeps the finding instead of copying it.
             findings.append(Finding(
-                id=fid, grade=g, workflow_key=k, seq=s, kind=_KINDS[kind], epoch=epoch, worker=worker,
-                current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
+                id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
+                worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
                 effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
-                outcome=_OUTCOMES[outcome] if outcome else None, receipt_seq=receipt,
-                epochs=tuple(epochs or ()), unstable_effect_key=bool(unstable),
-                incident_id=stable_id("i-", k, displaced)))
+                outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
+                incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
             finding_ts[fid] = ts_utc
             if attrs and '"otel.capped": true' in attrs:
                 capped.add(fid)
-        findings.sort(key=lambda f: (f.workflow_key, f.seq, _RANK[f.grade]))
+        findings.sort(key=finding_order)
+        # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
+        findings = [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id]
         # Hand DuckDB's cached pages back before the per-key facts below arrive in Python (a
         # million workflow rows at ten million events), so the two never peak together.
         con.execute(SQL["release_evidence"])
         store.shrink()
 
         diagnostics = sorted(
-            (Diagnostic(stable_id("d-", k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
+            (Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
              for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
-            key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
-        workflows = con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()
-        handovers = [tuple(r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]
+            key=diagnostic_order)
+        workflows = [KeyCounts(*r) for r in con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()]
+        handovers = [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]
         verifications = {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()}
         acquirers = {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()}
         transition_ts = {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()}

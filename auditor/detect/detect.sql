@@ -34,7 +34,8 @@ ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 -- name: stale
 -- Every stale event: a lower epoch's evidence at a seq above its displacement.
 CREATE OR REPLACE TEMP TABLE stale AS
-SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_result, d.t_seq
+SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_result, d.t_seq,
+       e.event_id
 FROM events e JOIN displaced d ON e.workflow_key = d.k AND e.epoch = d.p
 WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord > d.t_seq;
 
@@ -55,11 +56,12 @@ ASOF LEFT JOIN (SELECT * FROM effects WHERE resolver) r
     ON a.k = r.k AND a.epoch = r.epoch AND a.effect_key = r.effect_key AND a.s < r.s;
 
 -- name: first_commits
--- The first commit of each epoch for each effect key, and for each step id.
+-- The first commit of each epoch for each effect key, and for each step id (epochs whose first
+-- commits share a seq, an ordering conflict, in epoch order: the higher one is the double commit).
 CREATE OR REPLACE TEMP TABLE first_commits AS
 SELECT k, effect_key, epoch, min(s) AS s,
-       row_number() OVER (PARTITION BY k, effect_key ORDER BY min(s)) AS nth,
-       list(epoch) OVER (PARTITION BY k, effect_key ORDER BY min(s)
+       row_number() OVER (PARTITION BY k, effect_key ORDER BY min(s), epoch) AS nth,
+       list(epoch) OVER (PARTITION BY k, effect_key ORDER BY min(s), epoch
                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epochs
 FROM effects WHERE kind = 'effect_committed'
 GROUP BY k, effect_key, epoch;
@@ -67,10 +69,10 @@ GROUP BY k, effect_key, epoch;
 -- name: step_commits
 CREATE OR REPLACE TEMP TABLE step_commits AS
 SELECT k, step_id, epoch, min(s) AS s, arg_min(effect_key, s) AS effect_key,
-       row_number() OVER (PARTITION BY k, step_id ORDER BY min(s)) AS nth,
-       list(epoch) OVER (PARTITION BY k, step_id ORDER BY min(s)
+       row_number() OVER (PARTITION BY k, step_id ORDER BY min(s), epoch) AS nth,
+       list(epoch) OVER (PARTITION BY k, step_id ORDER BY min(s), epoch
                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epochs,
-       list(arg_min(effect_key, s)) OVER (PARTITION BY k, step_id ORDER BY min(s)
+       list(arg_min(effect_key, s)) OVER (PARTITION BY k, step_id ORDER BY min(s), epoch
                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_keys
 FROM effects WHERE kind = 'effect_committed' AND step_id IS NOT NULL
 GROUP BY k, step_id, epoch;
@@ -79,21 +81,18 @@ GROUP BY k, step_id, epoch;
 -- One row per finding: grade, the event it sits on, and what resolved it.
 CREATE OR REPLACE TEMP TABLE raw_findings AS
 SELECT 'stale_activity' AS grade, k, s, t_seq, NULL::VARCHAR AS outcome, NULL::BIGINT AS receipt_seq,
-       NULL::BIGINT[] AS epochs, false AS unstable
+       NULL::BIGINT[] AS epochs, false AS unstable, [epoch] AS on_epochs, event_id AS eid
 FROM stale WHERE kind = 'progress'
 UNION ALL
-SELECT CASE WHEN r.resolved_as = 'rejected' THEN 'rejected_attempt' ELSE 'stale_attempt' END,
-       st.k, st.s, st.t_seq,
-       CASE WHEN r.resolved_as IS NOT NULL THEN r.resolved_as
-            WHEN st.sink_result = 'accepted' THEN 'committed'
-            ELSE 'unknown' END,
-       CASE WHEN r.resolved_as = 'rejected' THEN r.r_seq END, NULL, false
+-- A stale attempt: what resolved it (if anything) goes to Python, where rules.attempt_grade
+-- grades it; "attempt" stands for rejected_attempt or stale_attempt until then.
+SELECT 'attempt', st.k, st.s, st.t_seq, r.resolved_as, r.r_seq, NULL, false, [st.epoch], st.event_id
 FROM stale st JOIN resolutions r ON st.k = r.k AND st.s = r.s AND st.epoch = r.epoch
     AND st.effect_key = r.effect_key
 WHERE st.kind = 'effect_attempted' AND coalesce(st.sink_result, '') <> 'rejected'
 UNION ALL
 -- A stale rejection is a finding of its own unless it is the receipt of a stale attempt.
-SELECT 'rejected_attempt', st.k, st.s, st.t_seq, 'rejected', st.s, NULL, false
+SELECT 'attempt', st.k, st.s, st.t_seq, 'rejected', st.s, NULL, false, [st.epoch], st.event_id
 FROM stale st
 WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
   AND NOT EXISTS (
@@ -102,51 +101,58 @@ WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
       WHERE r.k = st.k AND r.r_seq = st.s AND r.epoch = st.epoch AND r.effect_key = st.effect_key
         AND a.kind = 'effect_attempted')
 UNION ALL
-SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false
+SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false, [epoch], event_id
 FROM stale WHERE kind = 'effect_committed'
 UNION ALL
 SELECT 'double_commit', k, s, NULL, 'committed', NULL,
-       list_sort(list_distinct(flatten(list(epochs)))), bool_or(unstable)
+       list_sort(list_distinct(flatten(list(epochs)))), bool_or(unstable), list(epoch), NULL
 FROM (
-    SELECT k, s, epochs, false AS unstable FROM first_commits WHERE nth > 1
+    SELECT k, s, epochs, false AS unstable, epoch FROM first_commits WHERE nth > 1
     UNION ALL
-    SELECT k, s, epochs, true FROM step_commits
+    SELECT k, s, epochs, true, epoch FROM step_commits
     WHERE nth > 1 AND len(list_filter(earlier_keys, lambda x: x IS DISTINCT FROM effect_key)) > 0
 )
 GROUP BY k, s;
 
 -- name: picked
--- The event each finding sits on (the least event_id, should two share its key, seq and kind);
--- obs is the row's identity (two rows may share an event_id: an event_id_conflict).
+-- The event each finding sits on: the stale event itself, or for a double commit a commit under
+-- an epoch it added (not a retry of an earlier one); the least event_id should two fit (an
+-- ordering conflict). obs is the row's identity (two rows may share an event_id: an
+-- event_id_conflict).
 -- It and the next step are tables of their own: planned as one query with finding_rows, the
 -- joins against all events cost three times as much at ten million events.
 CREATE OR REPLACE TEMP TABLE picked AS
-SELECT DISTINCT ON (f.grade, f.k, f.s) f.*, e.obs
+SELECT DISTINCT ON (f.grade, f.k, f.s, f.outcome) f.*, e.obs
 FROM raw_findings f JOIN events e
   ON e.workflow_key = f.k AND e.ord = f.s
  AND e.kind = CASE f.grade WHEN 'stale_activity' THEN 'progress'
                            WHEN 'stale_commit' THEN 'effect_committed'
                            WHEN 'double_commit' THEN 'effect_committed'
                            ELSE 'effect_attempted' END
-ORDER BY f.grade, f.k, f.s, e.event_id, e.obs;
+ AND list_contains(f.on_epochs, e.epoch) AND (f.eid IS NULL OR e.event_id = f.eid)
+ORDER BY f.grade, f.k, f.s, f.outcome, e.event_id, e.obs;
 
 -- name: evidence
 CREATE OR REPLACE TEMP TABLE evidence AS
 SELECT f.*, e.kind, e.epoch, e.worker, e.effect_key, e.step_id, e.sink, e.reporter, e.ts,
-       e.ts_utc, e.attrs
+       e.ts_utc, e.attrs, e.sink_result, e.seq, e.source_id, e.line
 FROM picked f JOIN events e ON e.obs = f.obs;
 
 -- name: finding_rows
--- The findings with the evidence of the event they sit on and the owner at that point: the
+-- The findings with the evidence of the event they sit on (and where it is written: file, line;
+-- its given seq, null in a key ordered by observation) and the owner at that point: the
 -- highest epoch acquired at a lower seq (the latest record before it). A double commit's
 -- transition is its lowest epoch's displacement, when that came before the commit.
 SELECT f.grade, f.k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
        c.worker AS current_worker,
        coalesce(f.t_seq, CASE WHEN d.t_seq < f.s THEN d.t_seq END) AS transition_seq,
        f.effect_key, f.step_id, f.sink, f.reporter, f.ts, f.outcome, f.receipt_seq,
-       f.epochs, f.unstable, f.ts_utc, f.attrs
+       f.epochs, f.unstable, f.ts_utc, f.attrs, f.sink_result, f.seq, src.name, f.line
 FROM evidence f
-ASOF LEFT JOIN records c ON f.k = c.k AND f.s > c.s
+JOIN sources src ON src.source_id = f.source_id
+-- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
+ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
+                FROM records GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
 LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1];
 
 -- name: release_evidence
@@ -216,3 +222,40 @@ DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS effects; DROP TABLE IF EXISTS r
 DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
 DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys; DROP TABLE IF EXISTS picked;
 DROP TABLE IF EXISTS evidence;
+
+-- name: event_rows
+-- Every event with where it came from, in each key's order: the live detector's feed when it is
+-- checked against this one. ord is the position (seq, or the observation rank of a key lacking seq).
+SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
+       e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed
+FROM events e JOIN sources src USING (source_id)
+ORDER BY e.workflow_key, e.ord, e.event_id;
+
+-- name: timeline_rows
+-- The first $2 events of each workflow key in $1, as event_rows, with what a timeline shows of
+-- each: the key's event count, H(k, s) (the highest epoch acquired at a lower position: a
+-- non-acquisition under a lower epoch is stale evidence, SPEC section 3), and for an acquisition
+-- the highest epoch acquired before it in the order the acquisitions statement uses (a handover
+-- raises it; an acquisition that does not is an epoch regression). H comes from one row per
+-- position, so no window frame does arithmetic on a position (it may be any int64).
+WITH ev AS (
+    SELECT e.*, src.name AS file FROM events e JOIN sources src USING (source_id)
+    WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[]))
+), per_position AS (
+    SELECT workflow_key, ord,
+           max(max(epoch) FILTER (WHERE kind = 'lease_acquired')) OVER (
+               PARTITION BY workflow_key ORDER BY ord
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS highest_before
+    FROM ev GROUP BY workflow_key, ord
+)
+SELECT * EXCLUDE (n) FROM (
+    SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
+           e.reporter, e.step_id, e.ts, e.event_id, e.attrs, e.file, e.line, e.seq IS NULL AS observed,
+           count(*) OVER (PARTITION BY e.workflow_key) AS total, p.highest_before,
+           CASE WHEN e.kind = 'lease_acquired' THEN max(e.epoch) FILTER (WHERE e.kind = 'lease_acquired') OVER (
+               PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS prev_max,
+           row_number() OVER (PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id) AS n
+    FROM ev e JOIN per_position p USING (workflow_key, ord))
+WHERE n <= $2
+ORDER BY workflow_key, ord, event_id;

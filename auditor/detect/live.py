@@ -17,11 +17,14 @@ attempt's own verdict: ``committed`` when the sink accepted it, else ``unknown``
 Fed out of order (an event below its key's newest seq, e.g. a span that ended late), staleness
 and the double-commit seqs are still decided by seq, not arrival; an attempt whose rejection or
 commit was already fed stays pending and is reported by ``finish`` with the verdict it carries.
-Such events are counted in ``late_events``; the store's batch audit is the final word.
+Such events are counted in ``late_events``; the store's batch audit is the final word. Likewise
+two commits sharing one seq (an ordering conflict): the double commit reported when the first
+arrives is not amended by the second.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import heapq
 import time
@@ -29,8 +32,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Outcome, Reporter, SinkResult,
-                     stable_id)
+from ..model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Outcome, Reporter, SinkResult
+from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, finding_id, finding_order, incident_id,
+                     resolved_as)
 
 class LiveEvent(NamedTuple):
     """``model.Event``'s fields as a tuple, for callers that build events by the million.
@@ -53,6 +57,9 @@ class LiveEvent(NamedTuple):
     ts: str | int | None = None
     event_id: str | None = None
     attrs: dict[str, Any] | None = None
+    file: str | None = None
+    line: int | None = None
+    observed: bool = False
 
 
 _last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
@@ -77,7 +84,6 @@ _PROGRESS = Kind.PROGRESS
 _ATTEMPT = Kind.EFFECT_ATTEMPTED
 _COMMIT = Kind.EFFECT_COMMITTED
 _REJECTED = SinkResult.REJECTED
-_ACCEPTED = SinkResult.ACCEPTED
 _VERIFIED = Kind.OUTCOME_VERIFIED
 
 
@@ -102,7 +108,7 @@ class _Key:
         self.pending: dict[tuple[int, str], list[tuple[Event, int, str, int]]] | None = None
         self.commits: dict[str, dict[int, Event]] | None = None  # effect key -> epoch -> first commit
         self.steps: dict[str, dict[int, Event]] | None = None    # step id -> epoch -> first commit
-        self.conflicts: set[int] | None = None
+        self.conflicts: dict[int, int] | None = None  # seq -> index of its ordering_conflict diagnostic
         self.emitted: set[tuple[Grade, int]] | None = None  # (grade, seq) of findings reported
         self.touched = 0                       # when it was last fed (the detector's event count)
 
@@ -112,13 +118,24 @@ def _finding(grade: Grade, e: Event, cur_epoch: int | None, cur_worker: str | No
              epochs: tuple[int, ...] = (), unstable: bool = False, incident_epoch: int | None = None) -> Finding:
     k = e.workflow_key
     return Finding(
-        id=stable_id("f-", k, grade, e.seq), grade=grade, workflow_key=k, seq=e.seq, kind=e.kind,
+        id=finding_id(k, grade, e.seq), grade=grade, workflow_key=k, seq=None if e.observed else e.seq,
+        position=e.seq, kind=e.kind,
         epoch=e.epoch, worker=e.worker, current_epoch=cur_epoch, current_worker=cur_worker,
         transition_seq=transition, effect_key=e.effect_key, step_id=e.step_id, sink=e.sink,
         reporter=None if e.reporter is None else str(e.reporter),
         ts=rfc3339(e.ts) if type(e.ts) is int else e.ts, outcome=outcome,
         receipt_seq=receipt, epochs=epochs, unstable_effect_key=unstable,
-        incident_id=stable_id("i-", k, e.epoch if incident_epoch is None else incident_epoch))
+        incident_id=incident_id(k, e.epoch if incident_epoch is None else incident_epoch),
+        file=e.file, line=e.line)
+
+
+def _attempt(waiting: tuple[Event, int, str, int], resolver: Event | None) -> Finding:
+    """The finding of a stale attempt (with its stale context), resolved by ``resolver`` or not."""
+    a, cur_epoch, cur_worker, transition = waiting
+    resolution = None if resolver is None else resolved_as(resolver.kind)
+    grade, outcome = attempt_grade(resolution, a.sink_result)
+    receipt = resolver.seq if grade is Grade.REJECTED_ATTEMPT else None
+    return _finding(grade, a, cur_epoch, cur_worker, transition, outcome, receipt)
 
 
 class LiveDetector:
@@ -242,17 +259,20 @@ class LiveDetector:
         fed = st.at_last_seq
         others = fed if isinstance(fed, list) else [fed]
         for other in others:
-            if (other.event_id == e.event_id) if e.event_id is not None else other == e:
+            if (other.event_id == e.event_id) if e.event_id is not None else _same(other, e):
                 self.duplicates += 1
                 return True
         others.append(e)
         st.at_last_seq = others
         if st.conflicts is None:
-            st.conflicts = set()
-        if e.seq not in st.conflicts:
-            st.conflicts.add(e.seq)
-            self._diagnose(DiagnosticKind.ORDERING_CONFLICT, e.workflow_key, e.seq, None,
-                           f"{len(others)} different events share seq {e.seq}")
+            st.conflicts = {}
+        detail = f"{len(others)} different events share seq {e.seq}"
+        at = st.conflicts.get(e.seq)
+        if at is None:  # one diagnostic per key and seq, counting every event that shares it
+            st.conflicts[e.seq] = len(self._diagnostics)
+            self._diagnose(DiagnosticKind.ORDERING_CONFLICT, e.workflow_key, e.seq, None, detail)
+        else:
+            self._diagnostics[at] = dataclasses.replace(self._diagnostics[at], detail=detail)
         return False
 
     def _acquire(self, st: _Key, e: Event) -> None:
@@ -304,11 +324,9 @@ class LiveDetector:
         # each stale one becomes one rejected_attempt with this rejection as its receipt.
         resolved = self._resolve(st, e)
         if resolved:
-            return [_finding(Grade.REJECTED_ATTEMPT, a, ce, cw, t, Outcome.REJECTED, e.seq)
-                    for a, ce, cw, t in resolved]
+            return [_attempt(w, e) for w in resolved]
         if stale:  # the refusal came after the takeover, its attempt before: a finding of its own
-            return [_finding(Grade.REJECTED_ATTEMPT, e, cur_epoch, cur_worker, transition,
-                             Outcome.REJECTED, e.seq)]
+            return [_attempt((e, cur_epoch, cur_worker, transition), e)]
         return []
 
     @staticmethod
@@ -332,8 +350,7 @@ class LiveDetector:
 
     def _commit(self, st: _Key, e: Event, stale: bool, cur_epoch: int | None, cur_worker: str | None,
                 transition: int | None) -> list[Finding]:
-        out = [_finding(Grade.STALE_ATTEMPT, a, ce, cw, t, Outcome.COMMITTED)
-               for a, ce, cw, t in self._resolve(st, e)] if st.pending else []
+        out = [_attempt(w, e) for w in self._resolve(st, e)] if st.pending else []
         if stale:
             out.append(_finding(Grade.STALE_COMMIT, e, cur_epoch, cur_worker, transition, Outcome.COMMITTED))
         p = e.epoch
@@ -364,10 +381,12 @@ class LiveDetector:
             n = self._owner_below(st, c.seq)
             low = epochs[0]
             t = bisect_right(st.rec_epochs, low)
+            # its lowest epoch's displacement, when that came before the commit
+            transition = st.rec_seqs[t] if t < len(st.rec_seqs) and st.rec_seqs[t] < c.seq else None
             out.append(_finding(
                 Grade.DOUBLE_COMMIT, c, st.rec_epochs[n - 1] if n else None,
                 st.rec_workers[n - 1] if n else None,
-                st.rec_seqs[t] if t < len(st.rec_seqs) else None, Outcome.COMMITTED,
+                transition, Outcome.COMMITTED,
                 epochs=tuple(epochs), unstable=unstable, incident_epoch=low))
         return out
 
@@ -384,16 +403,17 @@ class LiveDetector:
         old = firsts.get(p)
         if old is not None and old.seq <= e.seq:
             return False
-        earliest = min(firsts.values(), key=_seq)
+        earliest = min(firsts.values(), key=_place)
         firsts[p] = e
-        if e.seq > earliest.seq:
+        if _place(e) > _place(earliest):
             c = e
         elif earliest.epoch != p:
             c = earliest  # fed late, e is now the first of all: the old first is a double commit
         else:
             return True
-        upto = [x for x in firsts.values() if x.seq <= c.seq]
-        if step_rule and not any(x.effect_key != c.effect_key for x in upto if x.seq < c.seq):
+        at = _place(c)
+        upto = [x for x in firsts.values() if _place(x) <= at]
+        if step_rule and not any(x.effect_key != c.effect_key for x in upto if _place(x) < at):
             return True
         epochs = sorted({x.epoch for x in upto})
         prev = doubles.get(c.seq)
@@ -404,7 +424,7 @@ class LiveDetector:
         return True
 
     def _diagnose(self, kind: DiagnosticKind, key: str, seq: int | None, epoch: int | None, detail: str) -> None:
-        self._diagnostics.append(Diagnostic(stable_id("d-", key, kind, seq, epoch), kind, key, seq, epoch, detail))
+        self._diagnostics.append(Diagnostic(diagnostic_id(key, kind, seq, epoch), kind, key, seq, epoch, detail))
 
     def finish(self) -> list[Finding]:
         """Settle what is still open: pending stale attempts and never-acquired epochs."""
@@ -412,19 +432,18 @@ class LiveDetector:
         self.spilled = []
         for key, st in self._keys.items():
             self._settle(key, st, out)
-        out.sort(key=_order)
+        out.sort(key=finding_order)
         return out
 
     def _settle(self, key: str, st: _Key, out: list[Finding]) -> None:
         if st.pending:
             emitted = st.emitted if st.emitted is not None else set()
             for waiting in st.pending.values():
-                for a, ce, cw, t in waiting:
-                    if (Grade.STALE_ATTEMPT, a.seq) in emitted:
+                for w in waiting:
+                    if (Grade.STALE_ATTEMPT, w[0].seq) in emitted:
                         continue  # another attempt at the same seq (an ordering conflict)
-                    emitted.add((Grade.STALE_ATTEMPT, a.seq))
-                    outcome = Outcome.COMMITTED if a.sink_result is _ACCEPTED else Outcome.UNKNOWN
-                    out.append(_finding(Grade.STALE_ATTEMPT, a, ce, cw, t, outcome))
+                    emitted.add((Grade.STALE_ATTEMPT, w[0].seq))
+                    out.append(_attempt(w, None))
             st.pending = None
         for p, s in sorted((st.evidence or {}).items()):
             if st.acquired is None or p not in st.acquired:
@@ -446,22 +465,26 @@ class LiveDetector:
 
     def pending(self) -> list[Finding]:
         """The stale attempts still waiting for an outcome, as they would be reported now."""
-        return sorted((_finding(Grade.STALE_ATTEMPT, a, ce, cw, t,
-                                Outcome.COMMITTED if a.sink_result is _ACCEPTED else Outcome.UNKNOWN)
-                       for st in self._keys.values() for waiting in (st.pending or {}).values()
-                       for a, ce, cw, t in waiting), key=_order)
+        return sorted((_attempt(w, None) for st in self._keys.values()
+                       for waiting in (st.pending or {}).values() for w in waiting), key=finding_order)
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
-        return sorted(self._diagnostics, key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
+        return sorted(self._diagnostics, key=diagnostic_order)
 
 
-def _seq(e: Event) -> int:
-    return e.seq
+_CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line", "observed"))
 
 
-def _order(f: Finding) -> tuple[str, int, int]:
-    return (f.workflow_key, f.seq, f.grade.rank)
+def _same(a: Event, b: Event) -> bool:
+    """The same event written twice (its provenance aside): a duplicate, not a conflict."""
+    return all(getattr(a, name) == getattr(b, name) for name in _CONTENT)
+
+
+def _place(e: Event) -> tuple[int, int]:
+    """Commits in seq order; sharing a seq (an ordering conflict), the higher epoch is the later,
+    as ``detect.sql``'s first_commits orders them."""
+    return (e.seq, e.epoch)
 
 
 def detect_events(events: Iterable[Event]) -> list[Finding]:
@@ -484,5 +507,5 @@ def detect_events(events: Iterable[Event]) -> list[Finding]:
         if paused:
             gc.enable()
     out.extend(det.finish())
-    out.sort(key=_order)
+    out.sort(key=finding_order)
     return out
