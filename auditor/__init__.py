@@ -16,28 +16,38 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import AuditError, AuditorError, InputError, NoEvents, StoreError, StoreLocked
+from .errors import (AuditError, AuditorError, InputError, LimitExceeded, NoEvents, OutputError, StoreError,
+                     StoreLocked, at_the_edge)
+from .limits import Limits
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind
 from .result import AuditResult
 from .store import Store
 
 __all__ = ["audit", "ingest_paths", "report", "analyze", "AuditResult", "Finding", "Incident",
-           "Diagnostic", "Event", "Grade", "Kind", "Store", "AuditorError", "AuditError", "InputError",
-           "NoEvents", "StoreError", "StoreLocked"]
+           "Diagnostic", "Event", "Grade", "Kind", "Store", "Limits", "AuditorError", "AuditError",
+           "InputError", "LimitExceeded", "NoEvents", "OutputError", "StoreError", "StoreLocked"]
 
 
 Progress = Callable[[int], None]
 
 
+@at_the_edge
 def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "auto",
-           progress: Progress | None = None, idempotent: bool = True):
-    """Read every path into ``store``; returns one ``SourceCounts`` per input file."""
-    from .ingest import discover, read_source
+                 progress: Progress | None = None, idempotent: bool = True,
+                 limits: Limits | None = None):
+    """Read every path into ``store``; returns one ``SourceCounts`` per input file.
 
-    sources = discover(paths)
-    return [read_source(store, src, fmt, progress, idempotent) for src in sources]
+    ``limits`` bounds each input (``Limits.from_env()``, the ``AUDITOR_MAX_*`` variables, when
+    None). What input directories hold that is not a file (FIFOs, sockets, link loops) is added to
+    ``store.skipped`` and shows in the input summary.
+    """
+    from .ingest import discover, read_sources
+
+    sources = discover(paths, limits or Limits.from_env(), store.skipped)
+    return read_sources(store, sources, fmt, progress, idempotent)
 
 
+@at_the_edge
 def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
             require_events: bool = True) -> AuditResult:
     """Detect and explain over everything in ``store``."""
@@ -65,26 +75,33 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
                        store=store)
 
 
+@at_the_edge
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
           db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
-          keep_payloads: bool = False, progress: Progress | None = None) -> AuditResult:
+          keep_payloads: bool = False, progress: Progress | None = None,
+          limits: Limits | None = None) -> AuditResult:
     """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
     Blocking; returns an ``AuditResult`` whose ``store`` stays open for ``events_frame()`` and
-    ``timeline()``. Raises ``AuditError`` (``NoEvents``, ``InputError``) when the audit cannot run.
+    ``timeline()``. Raises an ``AuditorError`` when the audit cannot run: ``NoEvents``,
+    ``InputError`` (``LimitExceeded`` for an input past ``limits``), ``StoreError``.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     store = Store(db, keep_payloads=keep_payloads)
-    ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+    ingest_paths(paths, store, fmt, progress, idempotent=db is not None, limits=limits)
     return analyze(store, fail_on)
 
 
+@at_the_edge
 def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT) -> AuditResult:
-    """Re-run detection over a persistent store written by ``ingest`` or the span processor."""
+    """Re-run detection over a persistent store written by ``ingest`` or the span processor.
+
+    The store is opened read-only: another user's store, or a CI artifact, can be reported on.
+    """
     if not Path(db).exists():
         raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
-    return analyze(Store(db), fail_on)
+    return analyze(Store(db, read_only=True), fail_on)
 
 
 @contextmanager
