@@ -62,9 +62,14 @@ def fail(message: str) -> typer.Exit:
 def errors() -> Iterator[None]:
     """The one funnel from library exceptions to ``Error:`` lines and exit code 2."""
     from .errors import AuditorError
+    from .interrupt import check
 
     try:
-        yield
+        try:
+            yield
+        except Exception:
+            check()  # DuckDB turns a signal into "Query interrupted": report the signal instead
+            raise
     except AuditorError as e:
         raise fail(str(e))
     except OSError as e:
@@ -120,21 +125,25 @@ def step(paths: list[str], text: str) -> Iterator[None]:
 
 
 def emit(result, json_out: Optional[str], html_out: Optional[Path], inputs: list[str] = ()) -> None:
+    from .interrupt import quiet_pipe
+    from .render.output import write_atomic
     from .render.terminal import print_summary
 
     if json_out:
         from .render.json import write_json
 
         if json_out == "-":
-            write_json(result, sys.stdout)
+            with quiet_pipe():
+                write_json(result, sys.stdout)
         else:
-            with step(list(inputs), f"writing {json_out}"), open(json_out, "w", encoding="utf-8") as out:
-                write_json(result, out)
+            with step(list(inputs), f"writing {json_out}"):
+                write_atomic(json_out, lambda out: write_json(result, out), inputs)
     if html_out:
         from .render.html import render_html
 
-        Path(html_out).write_text(render_html(result), encoding="utf-8")
-    print_summary(result, sys.stderr if json_out == "-" else sys.stdout)
+        write_atomic(html_out, render_html(result), inputs)
+    with quiet_pipe():
+        print_summary(result, sys.stderr if json_out == "-" else sys.stdout)
 
 
 def compare_expected(result, expect: Path) -> bool:
@@ -210,13 +219,16 @@ def ingest_cmd(
             with progress_bar(paths) as progress:
                 counts = ingest_paths(paths, store, format.value, progress, idempotent=True)
             total = store.input_summary()
-    for c in counts:
-        if c.skipped:
-            typer.echo(f"{clean(c.name)}: already ingested, nothing added")
-        else:
-            typer.echo(f"{clean(c.name)}: {c.lines_read} lines read = {c.events} events + "
-                       f"{c.duplicates} duplicates + {c.quarantined} quarantined")
-    typer.echo(f"{db}: {total.events} events from {len(total.files)} files")
+    from .interrupt import quiet_pipe
+
+    with quiet_pipe():
+        for c in counts:
+            if c.skipped:
+                typer.echo(f"{clean(c.name)}: already ingested, nothing added")
+            else:
+                typer.echo(f"{clean(c.name)}: {c.lines_read} lines read = {c.events} events + "
+                           f"{c.duplicates} duplicates + {c.quarantined} quarantined")
+        typer.echo(f"{db}: {total.events} events from {len(total.files)} files")
 
 
 @app.command()
@@ -235,7 +247,7 @@ def report(
         if not db.exists():
             raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
         with step([str(db)], "detecting"):
-            result = analyze(Store(db, lock_timeout=wait), fail_on.value)
+            result = analyze(Store(db, lock_timeout=wait, read_only=True), fail_on.value)
         emit(result, json_out, html, [str(db)])
     raise typer.Exit(code=result.exit_code)
 
@@ -266,4 +278,7 @@ def simulate(
 
 
 def main() -> None:
-    app(prog_name="auditor")
+    from .interrupt import handled
+
+    with handled():
+        app(prog_name="auditor")
