@@ -357,7 +357,7 @@ class Store:
                             ("bad", pa.string())])
         con = self.con
         with self.transaction():
-            (first,) = con.execute("SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()
+            ((first,),) = con.execute("SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchall()
             parts = []
             for k, i in enumerate(todo):
                 for t in items[i][2]:
@@ -385,8 +385,11 @@ class Store:
                 read, bad = counts.get(first + k, (0, 0))
                 n = added.get(first + k, 0)
                 out[i] = SourceCounts(name, read, n, read - bad - n, bad)
-                rows.append([first + k, name, digest, fmt, read, n, read - bad - n, bad])
-            con.executemany("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                rows.append((first + k, name, digest, fmt, read, n, read - bad - n, bad))
+            new_sources = pa.table(dict(zip(  # one INSERT: executemany runs a statement per row
+                ["source_id", "name", "digest", "format", "lines_read", "events", "duplicates", "quarantined"],
+                map(list, zip(*rows)))))
+            con.execute("INSERT INTO sources SELECT * FROM new_sources")
             con.execute(SQL["observed_order"])
         return out
 
