@@ -228,6 +228,8 @@ def ingest_cmd(
             else:
                 typer.echo(f"{clean(c.name)}: {c.lines_read} lines read = {c.events} events + "
                            f"{c.duplicates} duplicates + {c.quarantined} quarantined")
+        for skip in total.skipped:
+            typer.echo(f"{clean(skip.path)}: skipped, {clean(skip.reason)}")
         typer.echo(f"{db}: {total.events} events from {len(total.files)} files")
 
 

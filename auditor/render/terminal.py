@@ -71,6 +71,11 @@ def summary_lines(result: AuditResult) -> list[Text]:
     if len(ranked) > MAX_INCIDENTS:
         out.append(Text(f"... and {len(ranked) - MAX_INCIDENTS} more incidents (see --json or --html)"))
 
+    if inp.skipped:
+        first = inp.skipped[0]
+        out.append(Text(f"skipped: {len(inp.skipped)} path{'s' * (len(inp.skipped) != 1)} that "
+                        f"{'are' if len(inp.skipped) != 1 else 'is'} not a file to read (first: "
+                        f"{clean(first.path)}: {clean(first.reason)})"))
     if inp.quarantine:
         out.append(Text(""))
         out.append(Text(f"quarantined lines (first {min(MAX_QUARANTINE, len(inp.quarantine))} "
