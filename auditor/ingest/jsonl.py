@@ -161,7 +161,7 @@ def _split_slice(np, pa, data: bytes, first_line: int, max_line: int) -> Iterato
     lengths = np.diff(offsets)
     buf = np.frombuffer(data, np.uint8)
     empty = (lengths == 1) | ((lengths == 2) & (buf[offsets[:-1]] == 13))
-    big = np.flatnonzero(lengths > BIG_LINE)
+    big = np.flatnonzero(lengths > min(BIG_LINE, max_line + 1))  # lengths count the newline
     if not big.size:
         kept = table.filter(pa.array(~empty)) if empty.any() else table
         if kept.num_rows:
