@@ -64,8 +64,11 @@ def discover(paths: Iterable[str | os.PathLike], limits: Limits | None = None,
             _check_readable(path)
             out.append(Source(str(path), path, path.stat().st_size, limits))
         elif kind == "fifo":  # a stream, like standard input (a FIFO inside a directory is skipped)
-            _check_readable(path)
-            with open(path, "rb") as stream:
+            try:  # opened once: each open of a FIFO waits for, and takes, a writer
+                stream = open(path, "rb")
+            except OSError as e:
+                raise InputError(f"{path}: cannot read this FIFO ({e.strerror or e}); check its permissions") from e
+            with stream:
                 out.append(_spool(stream, str(path), limits))
         elif kind == "loop":
             raise InputError(f"{path}: symbolic link loop (the link leads back to itself); point at "
@@ -113,7 +116,8 @@ def _below(top: Path, skipped: list[SkippedPath]) -> list[Path]:
         raise InputError(f"{e.filename}: cannot list this directory ({e.strerror}); check its "
                          f"permissions, or move it out of {top}")
 
-    out = []
+    out: list[Path] = []
+    odd: list[SkippedPath] = []
     for root, _dirs, files in os.walk(top, onerror=refuse):  # links to directories not followed, as rglob
         for name in files:
             f = Path(root, name)
@@ -125,7 +129,8 @@ def _below(top: Path, skipped: list[SkippedPath]) -> list[Path]:
                     raise InputError(f"{f}: broken symbolic link (its target {os.readlink(f)} is missing); "
                                      f"restore the target, or remove the link from {top}")
             else:
-                skipped.append(SkippedPath(str(f), _SKIP_REASONS[kind]))
+                odd.append(SkippedPath(str(f), _SKIP_REASONS[kind]))
+    skipped.extend(sorted(odd, key=lambda x: x.path))
     return out
 
 
