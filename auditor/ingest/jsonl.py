@@ -145,7 +145,8 @@ def _split(np, pa, data: bytes, first_line: int, max_line: int) -> Iterator["pa.
     while start < len(data):
         end = data.rfind(b"\n", start, start + DENSE_SLICE) + 1 or data.find(b"\n", start) + 1
         piece = data[start:end]
-        if (np.frombuffer(piece, np.uint8) > 13).any():  # else: nothing but CR and LF, no line to stage
+        view = np.frombuffer(piece, np.uint8)
+        if ((view != 10) & (view != 13)).any():  # else: nothing but CR and LF, no line to stage
             yield from _split_slice(np, pa, piece, first_line, max_line)
         first_line += piece.count(b"\n")
         start = end
