@@ -17,8 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .ingest.sources import Progress
-from .errors import AuditError, AuditorError, InputError, NoEvents, ResultClosed, StoreError, StoreLocked
+from .errors import (AuditError, AuditorError, InputError, LimitExceeded, NoEvents, OutputError, ResultClosed,
+                     StoreError, StoreLocked, at_the_edge)
 from .expect import Comparison, ExpectError, compare_expected, load_expected
+from .limits import Limits
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
 from .result import AuditResult, AuditSession
 from .scope import Scope, ScopeError
@@ -27,22 +29,30 @@ from .vocabulary import Vocabulary, VocabularyError
 
 __all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditResult", "AuditSession",
            "Finding", "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
-           "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
-           "InputError", "NoEvents", "ResultClosed", "StoreError", "StoreLocked", "ExpectError",
-           "ScopeError", "Vocabulary", "VocabularyError"]
+           "Limits", "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
+           "InputError", "LimitExceeded", "NoEvents", "OutputError", "ResultClosed", "StoreError",
+           "StoreLocked", "ExpectError", "ScopeError", "Vocabulary", "VocabularyError"]
 
 
 
 
+@at_the_edge
 def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "auto",
-           progress: Progress | None = None, idempotent: bool = True):
-    """Read every path into ``store``; returns one ``SourceCounts`` per input file."""
-    from .ingest import discover, read_source
+                 progress: Progress | None = None, idempotent: bool = True,
+                 limits: Limits | None = None):
+    """Read every path into ``store``; returns one ``SourceCounts`` per input file.
 
-    sources = discover(paths)
-    return [read_source(store, src, fmt, progress, idempotent) for src in sources]
+    ``limits`` bounds each input (``Limits.from_env()``, the ``AUDITOR_MAX_*`` variables, when
+    None). What input directories hold that is not a file (FIFOs, sockets, link loops) is added to
+    ``store.skipped`` and shows in the input summary.
+    """
+    from .ingest import discover, read_sources
+
+    sources = discover(paths, limits or Limits.from_env(), store.skipped)
+    return read_sources(store, sources, fmt, progress, idempotent)
 
 
+@at_the_edge
 def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
             require_events: bool = True, allow_quarantined: int = 0,
             scope: Scope | None = None) -> AuditResult:
@@ -86,40 +96,45 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     return result
 
 
+@at_the_edge
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
           db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
           keep_payloads: bool = False, progress: Progress | None = None,
           allow_quarantined: int = 0, scope: Scope | None = None,
-          vocabulary: Vocabulary | str | os.PathLike | None = None) -> AuditResult:
+          vocabulary: Vocabulary | str | os.PathLike | None = None,
+          limits: Limits | None = None) -> AuditResult:
     """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
     ``vocabulary`` maps a team's own kind and field names onto the contract: a ``Vocabulary`` or
     the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used).
     Blocking; returns an ``AuditResult`` whose store stays open for ``events_frame()`` and
     ``timeline()`` until ``close()``; use it as ``with audit(...) as result:`` to close it.
-    Raises ``AuditorError`` (``NoEvents``, ``InputError``, ...) when the audit cannot run.
+    Raises an ``AuditorError`` when the audit cannot run: ``NoEvents``, ``InputError``
+    (``LimitExceeded`` for an input past ``limits``), ``StoreError``.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
     try:
-        ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+        ingest_paths(paths, store, fmt, progress, idempotent=db is not None, limits=limits)
         return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
     except BaseException:
         store.close()
         raise
 
 
+@at_the_edge
 def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
            allow_quarantined: int = 0, scope: Scope | None = None,
            lock_timeout: float = 0.0,
            vocabulary: Vocabulary | str | os.PathLike | None = None) -> AuditResult:
     """Re-run detection over a persistent store written by ``ingest`` or the span processor.
 
+    The store is opened read-only: another user's store, or a CI artifact, can be reported on.
     ``vocabulary`` is checked (``VocabularyError``) but changes nothing: it applies when lines are
     ingested, and the store holds them normalized."""
     check_store(db)
-    store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary)
+    store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary, read_only=True)
     try:
         return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
     except BaseException:

@@ -85,9 +85,14 @@ def fail(message: str) -> typer.Exit:
 def errors() -> Iterator[None]:
     """The one funnel from library exceptions to ``Error:`` lines and exit code 2."""
     from .errors import AuditorError
+    from .interrupt import check
 
     try:
-        yield
+        try:
+            yield
+        except Exception:
+            check()  # DuckDB turns a signal into "Query interrupted": report the signal instead
+            raise
     except AuditorError as e:
         raise fail(str(e))
     except OSError as e:
@@ -238,13 +243,20 @@ def step(paths: list[str], text: str, quiet: bool = False) -> Iterator[None]:
 # Results out.
 
 
-def write_output(path: str | Path, write: Callable[[IO[str]], None]) -> None:
-    """The one place an output file is written (``-`` is standard output)."""
+def write_output(path: str | Path, content: str | Callable[[IO[str]], None], inputs: list[str]) -> None:
+    """The one place an output file is written: atomically, never over one of ``inputs``
+    (``-`` is standard output, where a closed pipe ends quietly)."""
+    from .interrupt import quiet_pipe
+    from .render.output import write_atomic
+
     if str(path) == "-":
-        write(sys.stdout)
+        with quiet_pipe():
+            if callable(content):
+                content(sys.stdout)
+            else:
+                sys.stdout.write(content)
         return
-    with open(path, "w", encoding="utf-8") as out:
-        write(out)
+    write_atomic(path, content, inputs)
 
 
 def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False) -> None:
@@ -254,23 +266,25 @@ def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False) -> No
         from .render.json import write_json
 
         with step(inputs, f"writing {outputs.json}", quiet):
-            write_output(outputs.json, lambda out: write_json(result, out))
+            write_output(outputs.json, lambda out: write_json(result, out), inputs)
     if outputs.html:
         from .render.html import render_html
 
-        write_output(outputs.html, lambda out: out.write(render_html(result)))
+        write_output(outputs.html, render_html(result), inputs)
     if outputs.junit:
         from .render.junit import render_junit
 
-        write_output(outputs.junit, lambda out: out.write(render_junit(result)))
+        write_output(outputs.junit, render_junit(result), inputs)
     if outputs.markdown:
         from .render.markdown import render_markdown
 
-        write_output(outputs.markdown, lambda out: out.write(render_markdown(result)))
+        write_output(outputs.markdown, render_markdown(result), inputs)
     if not quiet:
+        from .interrupt import quiet_pipe
         from .render.terminal import print_summary
 
-        print_summary(result, sys.stderr if outputs.json == "-" else sys.stdout)
+        with quiet_pipe():
+            print_summary(result, sys.stderr if outputs.json == "-" else sys.stdout)
 
 
 @dataclass(frozen=True)
@@ -388,7 +402,10 @@ def ingest_cmd(
                 counts = ingest_paths(paths, store, fmt, progress, idempotent=True)
             total = store.input_summary()
     if not quiet:
-        print_ingested(db, counts, total)
+        from .interrupt import quiet_pipe
+
+        with quiet_pipe():
+            print_ingested(db, counts, total)
 
 
 @app.command()
@@ -438,9 +455,12 @@ def simulate(
 
 
 def main() -> None:
+    from .interrupt import handled
+
     command = typer.main.get_command(app)
     _plain_paths(command)
-    command(prog_name="auditor")
+    with handled():
+        command(prog_name="auditor")
 
 
 def _plain_paths(group) -> None:

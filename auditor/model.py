@@ -134,6 +134,14 @@ class QuarantinedLine:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedPath:
+    """An entry of an input directory that was not read (a FIFO, a socket, a link loop), and why."""
+
+    path: str
+    reason: str
+
+
 @dataclass(slots=True)
 class InputSummary:
     files: list[str] = field(default_factory=list)
@@ -142,6 +150,7 @@ class InputSummary:
     duplicates: int = 0
     quarantined: int = 0
     quarantine: list[QuarantinedLine] = field(default_factory=list)  # the first few, in file order
+    skipped: list[SkippedPath] = field(default_factory=list)  # not read, from this process's discovery
 
 
 @dataclass(frozen=True, slots=True)

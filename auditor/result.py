@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ResultClosed
 from .model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
-                    QuarantinedLine, Verdict)
+                    QuarantinedLine, SkippedPath, Verdict)
 
 if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
     import polars as pl
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
     from .scope import Scope
     from .store import Store
 
-__all__ = ["AuditResult", "AuditSession", "InputSummary", "QuarantinedLine", "WorkflowSummary", "SCHEMA"]
+__all__ = ["AuditResult", "AuditSession", "InputSummary", "QuarantinedLine", "SkippedPath", "WorkflowSummary", "SCHEMA"]
 
 SCHEMA = "split-brain-audit/2"
 LISTS = ("incidents", "findings", "diagnostics", "workflows")  # the document's long lists

@@ -20,6 +20,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .errors import StoreError, StoreLocked
-from .model import Diagnostic, DiagnosticKind, Event, InputSummary, Kind, QuarantinedLine, Reporter, SinkResult
+from .model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind, QuarantinedLine, Reporter,
+                    SinkResult, SkippedPath)
 from .rules import stable_id
 from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
 from .vocabulary import EFFECT_KINDS, FIELDS, KINDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of
@@ -119,8 +121,12 @@ class Store:
     """A DuckDB database holding normalized events, quarantined lines and per-source accounting.
 
     ``path=None`` is a scratch database, deleted with the store. A file path is created on first
-    use and extended by later ingests. Opening a file another process is writing raises ``StoreLocked`` after waiting
-    up to ``lock_timeout`` seconds.
+    use and extended by later ingests; an existing file that is not a DuckDB store (a Parquet or
+    JSON file given as ``--db`` by mistake) raises ``StoreError`` and is left untouched. Opening a
+    file another process is writing raises ``StoreLocked`` after waiting up to ``lock_timeout``
+    seconds. ``read_only`` opens without write access (another user's store, a CI artifact);
+    within one process that already has the file open for writing, that connection's database
+    is shared instead. Opening one file many times in a process is fine.
     """
 
     def __init__(self, path: str | Path | None = None, *, keep_payloads: bool = False,
@@ -131,6 +137,9 @@ class Store:
         # A box, not self, in the UDF's closure: the connection holds the UDF, and the store
         # must not be kept alive by its own connection.
         self._vocabulary = [vocabulary_of(vocabulary)]
+        self.skipped: list[SkippedPath] = []  # directory entries this process did not read
+        if self.path is not None:
+            _refuse_foreign(self.path)
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(QUIET)
@@ -138,13 +147,13 @@ class Store:
         # here depends on the order rows were inserted in.
         self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
         self.con.execute("SET preserve_insertion_order = false")
-        self.con.create_function(
-            "auditor_attrs", _attrs_batch, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
-            side_effects=False, null_handling="special")
-        self.con.create_function(
-            "auditor_normalize", _normalize_udf(self._vocabulary), ["VARCHAR", "BOOLEAN"], "VARCHAR",
-            type="arrow", side_effects=False)
-        if not read_only:
+        _register(self.con, "auditor_attrs", _attrs_batch, null_handling="special")
+        # A second Store on a file this process has open shares its database, functions included:
+        # the newest store's vocabulary is the one its ingest uses.
+        _register(self.con, "auditor_normalize", _normalize_udf(self._vocabulary), replace=True)
+        if read_only:
+            self._private_spill()
+        else:
             self.con.execute(SQL["schema"])
 
     @property
@@ -163,6 +172,10 @@ class Store:
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
+            except duckdb.ConnectionException as e:
+                if not read_only or "different configuration" not in str(e):
+                    raise StoreError(f"{self.path}: cannot open the DuckDB store ({str(e).strip()})") from e
+                read_only = False  # this process has it open for writing: share that database
             except duckdb.IOException as e:
                 if "lock" not in str(e).lower():
                     raise StoreError(f"{self.path}: cannot open the DuckDB store ({str(e).strip()}); "
@@ -191,6 +204,39 @@ class Store:
             raise
         self._drop_scratch = weakref.finalize(self, _drop_scratch, con, scratch)
         return con
+
+    def _private_spill(self) -> None:
+        """A read-only store may sit in a folder we cannot write (``<db>.tmp`` is DuckDB's default
+        spill place): spill to a private temporary directory, removed with the store."""
+        spill = tempfile.mkdtemp(prefix="auditor-spill-")
+        self.con.execute("SET temp_directory = ?", [spill])
+        weakref.finalize(self, shutil.rmtree, spill, ignore_errors=True)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction; on failure, rolled back and the real cause raised.
+
+        A failed COMMIT (a full disk, a file size limit) leaves DuckDB without an active
+        transaction, so the ROLLBACK that follows fails too; its "no transaction is active" must
+        not hide why the commit failed. DuckDB's errors leave as ``StoreError`` naming the store.
+        """
+        con = self.con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            con.execute("COMMIT")
+        except BaseException as e:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            if isinstance(e, (duckdb.Error, OSError)) and not isinstance(e, duckdb.InterruptException):
+                raise StoreError(f"{self._where()}: cannot write the DuckDB store ({_cause(e)}); nothing "
+                                 "of this input was kept; free space or fix the cause, then run again") from e
+            raise
+
+    def _where(self) -> str:
+        return str(self.path) if self.path is not None else f"the scratch store in {tempfile.gettempdir()}"
 
     def shrink(self) -> None:
         """Hand back the pages DuckDB keeps cached, e.g. once detection is done and the Python
@@ -234,8 +280,7 @@ class Store:
         import pyarrow as pa
 
         con = self.con
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self.transaction():
             (source_id,) = con.execute(
                 "SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()
             ((before,),) = con.execute("SELECT count(*) FROM events").fetchall()
@@ -261,11 +306,73 @@ class Store:
                 "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
             con.execute(SQL["observed_order"])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
         return SourceCounts(name, lines_read, added, normalized - added, quarantined)
+
+    def ingest_many(self, items: list[tuple[str, str, list["pa.Table"], str | None]]) -> list[SourceCounts]:
+        """Normalize and append many small sources ``(name, fmt, chunks, digest)`` in one transaction.
+
+        The same result as ``ingest`` on each in turn (per-source ``sources`` rows and accounting,
+        digests already ingested skipped, the first observation of an event_id kept), for the
+        fixed cost of one transaction and one pass of each statement instead of one per file:
+        a directory of ten thousand small logs. Each source's ``pos`` is moved to its own 2^36
+        block, so the normalizer's ``obs`` (``source_id * 2^36 + pos``) comes out right for every
+        source, and the source of each staged row is ``obs >> 36``.
+        """
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        out: list[SourceCounts | None] = [None] * len(items)
+        digests = [d for _, _, _, d in items if d is not None]
+        known = {r[0] for r in self.con.execute(
+            "SELECT digest FROM sources WHERE digest IN (SELECT unnest(?::VARCHAR[]))", [digests]).fetchall()}
+        todo = []
+        for i, (name, _fmt, _chunks, digest) in enumerate(items):
+            if digest is not None and digest in known:
+                out[i] = SourceCounts(name, 0, 0, 0, 0, skipped=True)
+            else:
+                known.add(digest)
+                todo.append(i)
+        if not todo:
+            return out
+        schema = pa.schema([("line", pa.int64()), ("pos", pa.int64()), ("raw", pa.large_binary()),
+                            ("bad", pa.string())])
+        con = self.con
+        with self.transaction():
+            ((first,),) = con.execute("SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchall()
+            parts = []
+            for k, i in enumerate(todo):
+                for t in items[i][2]:
+                    t = t.select(["line", "pos", "raw", "bad"]).cast(schema)
+                    parts.append(t.set_column(1, "pos", pc.add(t.column("pos"), k << 36)))
+            if parts:
+                raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
+                raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)
+                staging = con.sql(SQL["stage"], params=[first, self.keep_payloads]).to_arrow_table()
+                staging = staging.set_column(
+                    staging.schema.get_field_index("source_id"), "source_id",
+                    pc.cast(pc.shift_right(staging.column("obs"), 36), staging.schema.field("source_id").type))
+                counts = {sid: (read, bad) for sid, read, bad in con.execute(SQL["staged_counts_by_source"]).fetchall()}
+                con.execute(SQL["quarantine_staged"])
+                con.execute(SQL["append_staged"])
+                del raw_chunk, staging
+                con.execute(SQL["drop_duplicates"], [first])
+            else:
+                counts = {}
+            added = dict(con.execute("SELECT source_id, count(*) FROM events WHERE source_id >= ? GROUP BY 1",
+                                     [first]).fetchall())
+            rows = []
+            for k, i in enumerate(todo):
+                name, fmt, _chunks, digest = items[i]
+                read, bad = counts.get(first + k, (0, 0))
+                n = added.get(first + k, 0)
+                out[i] = SourceCounts(name, read, n, read - bad - n, bad)
+                rows.append((first + k, name, digest, fmt, read, n, read - bad - n, bad))
+            new_sources = pa.table(dict(zip(  # one INSERT: executemany runs a statement per row
+                ["source_id", "name", "digest", "format", "lines_read", "events", "duplicates", "quarantined"],
+                map(list, zip(*rows)))))
+            con.execute("INSERT INTO sources SELECT * FROM new_sources")
+            con.execute(SQL["observed_order"])
+        return out
 
     def append_records(self, name: str, records: Iterable[tuple[int, dict[str, Any]]]) -> SourceCounts:
         """Append Python records ``(line, canonical dict)`` through the same normalizer."""
@@ -286,7 +393,8 @@ class Store:
         files = [r[0] for r in self.con.execute(  # a live processor appends one name many times
             "SELECT name FROM sources GROUP BY name ORDER BY min(source_id)").fetchall()]
         sample = [QuarantinedLine(*r) for r in self.con.execute(SQL["quarantine_first"], [first]).fetchall()]
-        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), sample)
+        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), sample,
+                            list(self.skipped))
 
     def id_conflicts(self, first: int = 5) -> list[Diagnostic]:
         """One ``event_id_conflict`` per event_id naming different events (all of them kept),
@@ -331,6 +439,63 @@ class Store:
         cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
         while rows := cur.fetchmany(batch):
             yield from (_event(r) for r in rows)
+
+
+#: The first bytes of files that are surely not a DuckDB store, and what they are.
+_FOREIGN = ((b"PAR1", "a Parquet file"), (b"\x1f\x8b", "a gzip file"), (b"\x28\xb5\x2f\xfd", "a zstd file"),
+            (b"SQLite format 3", "an SQLite database"))
+#: Suffixes of inputs: a new --db named so is surely a mix-up of input and store.
+_INPUT_SUFFIXES = frozenset({".parquet", ".pq", ".json", ".jsonl", ".ndjson", ".csv", ".log", ".gz", ".zst"})
+
+
+def _register(con: duckdb.DuckDBPyConnection, name: str, fn: Any, *, replace: bool = False,
+              **options: Any) -> None:
+    """Register an arrow UDF ``VARCHAR, BOOLEAN -> VARCHAR``. A database this process already has
+    open (a second Store on one file) has it already: kept, or replaced when ``replace``."""
+    def create() -> None:
+        con.create_function(name, fn, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
+                            side_effects=False, **options)
+    try:
+        create()
+    except duckdb.CatalogException:
+        if replace:
+            con.remove_function(name)
+            create()
+
+
+def _refuse_foreign(path: Path) -> None:
+    """Raise ``StoreError`` unless ``path`` is absent or a DuckDB file ("DUCK" at byte 8).
+
+    DuckDB itself opens a Parquet or JSON path without complaint and writes nothing the next
+    run finds: an ingest that exits 0 and keeps nothing. A file with other content is never
+    written into: it may be an input.
+    """
+    advice = "point --db at a file written by 'auditor ingest', or at a new path"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        if path.suffix.lower() in _INPUT_SUFFIXES:
+            raise StoreError(f"{path}: cannot open the DuckDB store (a {path.suffix} name is for "
+                             f"input, not a store); name the store .duckdb") from None
+        return
+    except IsADirectoryError:
+        raise StoreError(f"{path}: cannot open the DuckDB store (it is a directory); {advice}") from None
+    except OSError as e:
+        if not os.access(path, os.F_OK):
+            return
+        raise StoreError(f"{path}: cannot open the DuckDB store ({e.strerror or e}); {advice}") from e
+    if head[8:12] == b"DUCK":
+        return
+    what = next((name for magic, name in _FOREIGN if head.startswith(magic)),
+                "an empty file" if not head else "not a DuckDB file")
+    raise StoreError(f"{path}: cannot open the DuckDB store (it is {what}); {advice}")
+
+
+def _cause(e: BaseException) -> str:
+    """The first line of an error, without DuckDB's "IO Error: " style prefix."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return text.split(": ", 1)[1] if text.split(": ", 1)[0].endswith("Error") and ": " in text else text
 
 
 def _event(row: tuple) -> Event:

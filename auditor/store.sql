@@ -138,6 +138,11 @@ SELECT count(*) AS lines_read, count(*) FILTER (WHERE reason IS NULL) AS normali
        count(*) FILTER (WHERE reason IS NOT NULL) AS quarantined
 FROM staging;
 
+-- name: staged_counts_by_source
+-- staged_counts per source, for a batch of small sources staged together (Store.ingest_many).
+SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE reason IS NOT NULL) AS quarantined
+FROM staging GROUP BY source_id;
+
 -- name: append_staged
 -- One chunk's events (staging: the arrow result of stage) go straight into the store, never the
 -- whole file at once; drop_duplicates then collapses what the chunks repeated.
@@ -149,7 +154,7 @@ INSERT INTO events SELECT * EXCLUDE (reason) FROM staging WHERE reason IS NULL;
 -- Observation positions grow with the source, so both rules keep the row with the lowest obs.
 -- One event_id with different content is not a duplicate: both rows stay (id_conflicts reports
 -- them). A 64-bit hash of the id finds the candidates (usually none) without a hash table of
--- every id string; the ids decide. $1 the source just appended.
+-- every id string; the ids decide. $1 the first of the sources just appended (one, or a batch of small ones).
 DELETE FROM events WHERE rowid IN (
     SELECT r FROM (
         SELECT r, obs, min(obs) OVER (PARTITION BY event_id, content) AS first
@@ -157,7 +162,7 @@ DELETE FROM events WHERE rowid IN (
                      md5(to_json(struct_pack(*COLUMNS(* EXCLUDE (event_id, ord, obs, source_id, line, ts_utc))))) AS content
               FROM events
               WHERE hash(event_id) IN (SELECT hash(event_id) FROM events GROUP BY 1
-                                       HAVING count(*) > 1 AND bool_or(source_id = $1))))
+                                       HAVING count(*) > 1 AND bool_or(source_id >= $1))))
     WHERE obs > first);
 
 -- name: id_conflicts

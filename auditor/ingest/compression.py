@@ -11,7 +11,8 @@ import zlib
 from pathlib import Path
 from typing import IO
 
-from ..errors import InputError
+from ..errors import InputError, LimitExceeded
+from ..limits import RATIO_FLOOR, Limits, how_to_raise
 
 
 class DamagedStream(InputError):
@@ -32,16 +33,18 @@ def compression_of(path: Path) -> str | None:
     return None
 
 
-def open_bytes(path: Path) -> IO[bytes]:
+def open_bytes(path: Path, limits: Limits | None = None, name: str | None = None) -> IO[bytes]:
     """A binary stream of the file's content, decompressed when it is gzip or zstd.
 
     A compressed stream hands out every byte it can decode; at a cut or a corruption, the read
-    after the last good byte raises ``DamagedStream``.
+    after the last good byte raises ``DamagedStream``. Past ``limits.max_input_bytes`` of output,
+    or ``limits.max_ratio`` times the compressed bytes read, a read raises ``LimitExceeded``
+    (``name`` is the file as the user knows it, for the message).
     """
     kind = compression_of(path)
     if kind is None:
         return open(path, "rb")
-    return _Decompressed(path, kind)
+    return _Decompressed(path, kind, limits or Limits(), name or str(path))
 
 
 class _Decompressed(io.RawIOBase):
@@ -50,13 +53,16 @@ class _Decompressed(io.RawIOBase):
     ``gzip.open`` drops the block it was decoding when the file is cut short, and zstandard's
     stream reader ends a truncated frame silently: a log copied off a crashed host is exactly
     such a file, and the lines before the cut are evidence. Output per call is bounded (gzip by
-    ``max_length``, zstd by feeding small pieces) so a highly compressed file does not balloon.
+    ``max_length``, zstd by feeding pieces sized to the ratio seen so far) so a highly compressed
+    file does not balloon, and the limits are checked after every step.
     """
 
-    def __init__(self, path: Path, kind: str) -> None:
+    def __init__(self, path: Path, kind: str, limits: Limits, name: str) -> None:
         self._f = open(path, "rb")
         self._kind = kind
+        self._limits, self._name = limits, name
         self._step = (1 << 20) if kind == "gzip" else (16 << 10)
+        self._read_in = self._made = 0  # compressed bytes read, decompressed bytes made
         self._d = self._decoder()
         self._errors: tuple[type[Exception], ...] = (zlib.error,)
         if kind == "zstd":
@@ -101,6 +107,7 @@ class _Decompressed(io.RawIOBase):
     def _decode_some(self) -> None:
         if not self._in:
             self._in = self._f.read(self._step)
+            self._read_in += len(self._in)
             if not self._in:
                 self._end = True
                 if self._fed:
@@ -115,11 +122,16 @@ class _Decompressed(io.RawIOBase):
                 out = self._d.decompress(self._in, 4 << 20)
                 rest = self._d.unconsumed_tail
             else:
-                out, rest = self._d.decompress(self._in), b""
+                # No output bound in zstd's decompressobj: a piece is sized so that, at the ratio
+                # seen so far, it makes about 4 MiB (a bomb's first pieces are 512 bytes).
+                piece = 512 if not self._made else min(16 << 10, max(512, (4 << 20) * self._read_in // self._made))
+                out, rest = self._d.decompress(self._in[:piece]), self._in[piece:]
         except self._errors as e:
             self._end, self._in = True, b""
             self._damage = (f"the {self._kind} stream is corrupt ({e})", False)
             return
+        self._made += len(out)
+        self._check_limits(self._read_in - len(rest))
         self._out += out
         self._fed = True
         if self._d.eof:  # a member or frame ended: the next one (if any) starts in unused_data
@@ -127,6 +139,24 @@ class _Decompressed(io.RawIOBase):
             self._d, self._fed = self._decoder(), False
         self._in = rest
 
+    def _check_limits(self, consumed: int) -> None:
+        made, lim = self._made, self._limits
+        if made > lim.max_input_bytes:
+            raise LimitExceeded(
+                f"{self._name}: decompresses to more than {_mb(lim.max_input_bytes)}, the limit on one "
+                f"input; nothing from this file was used; {how_to_raise('max_input_bytes')}")
+        if made > RATIO_FLOOR and made > lim.max_ratio * consumed:
+            raise LimitExceeded(
+                f"{self._name}: decompresses to more than {lim.max_ratio} times its size "
+                f"({_mb(made)} from {_mb(consumed)} so far), a likely decompression bomb; nothing "
+                f"from this file was used; if it is a real log, {how_to_raise('max_ratio')}")
+
     def close(self) -> None:
         self._f.close()
         super().close()
+
+
+def _mb(n: int) -> str:
+    if n < (1 << 20):
+        return f"{n / (1 << 10):,.1f} KiB"
+    return f"{n / (1 << 20):,.1f} MiB" if n < (1 << 30) else f"{n / (1 << 30):,.1f} GiB"

@@ -22,14 +22,22 @@ CHUNK_BYTES = 32 << 20
 
 def jsonl_chunks(source: Source, progress: Progress | None = None,
                  chunk_bytes: int = CHUNK_BYTES) -> Iterator["pa.Table"]:
-    """Raw lines of a JSON-lines file in chunks of about ``chunk_bytes``, numbered from 1."""
+    """Raw lines of a JSON-lines file in chunks of about ``chunk_bytes``, numbered from 1.
+
+    A line longer than ``source.limits.max_line_bytes`` is quarantined with a reason that names
+    the limit, and only ever held up to that size: the bytes past it are read and dropped, so a
+    gigabyte without a newline costs the limit, not the gigabyte. A line over ``BIG_LINE`` comes
+    in a chunk of its own, so that DuckDB never parses two of them at once.
+    """
     import numpy as np
     import pyarrow as pa
 
+    max_line = source.limits.max_line_bytes
     first_line = 1
     carry = b""
+    skipping = False  # inside a line already longer than max_line: drop bytes up to its newline
     compressed = compression_of(source.path) is not None
-    with open_bytes(source.path) as f:
+    with open_bytes(source.path, source.limits, source.name) as f:
         while True:
             try:
                 block = f.read(chunk_bytes)
@@ -46,21 +54,47 @@ def jsonl_chunks(source: Source, progress: Progress | None = None,
                     "re-copy or re-export the file") from e
             if progress is not None and not compressed:
                 progress(len(block))
+            if skipping:
+                nl = block.find(b"\n")
+                if nl < 0 and block:
+                    continue
+                yield too_long_table(first_line, max_line)
+                first_line, skipping = first_line + 1, False
+                block = block[nl + 1:] if block else block
+                if not block:
+                    if nl < 0:
+                        return
+                    continue
             data = carry + block if carry else block
             if not block:
                 if data:
-                    yield _lines_table(np, pa, data + b"\n", first_line)
+                    yield from _split(np, pa, data + b"\n", first_line, max_line)
                 return
             last_nl = data.rfind(b"\n")
-            if last_nl < 0:
-                carry = data
-                continue
             carry = data[last_nl + 1:]
-            table = _lines_table(np, pa, data[:last_nl + 1], first_line)
-            first_line += table.num_rows
-            yield table
+            if last_nl >= 0:
+                yield from _split(np, pa, data[:last_nl + 1], first_line, max_line)
+                first_line += data.count(b"\n", 0, last_nl + 1)
+            if len(carry) > max_line:
+                carry, skipping = b"", True
             if progress is not None and compressed:
                 progress(0)
+
+
+#: A line at least this long is staged on its own (see jsonl_chunks).
+BIG_LINE = 1 << 20
+
+
+def too_long_reason(max_line: int) -> str:
+    from ..limits import how_to_raise
+
+    return (f"line is longer than {max_line:,} bytes, the limit on one line; write large payloads "
+            f"elsewhere and reference them, or {how_to_raise('max_line_bytes')}")
+
+
+def too_long_table(line: int, max_line: int) -> "pa.Table":
+    """One quarantined line standing for a line longer than the limit (its bytes are not kept)."""
+    return _reason_table(line, too_long_reason(max_line))
 
 
 def _corrupt(source: Source, line: int, e: DamagedStream) -> InputError:
@@ -72,10 +106,14 @@ def _corrupt(source: Source, line: int, e: DamagedStream) -> InputError:
 
 def damage_table(line: int, what: str) -> "pa.Table":
     """One quarantined line standing for a damaged compressed stream from ``line`` on."""
-    import pyarrow as pa
-
     reason = (f"{what}: this line and everything after it are lost, the lines before it are "
               "kept; re-copy or re-export the file")
+    return _reason_table(line, reason)
+
+
+def _reason_table(line: int, reason: str) -> "pa.Table":
+    import pyarrow as pa
+
     return pa.table({"line": pa.array([line], pa.int64()), "pos": pa.array([line], pa.int64()),
                      "raw": pa.array([b""], pa.large_binary()), "bad": pa.array([reason], pa.string())})
 
@@ -90,3 +128,53 @@ def _lines_table(np, pa, data: bytes, first_line: int) -> "pa.Table":
         pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     lines = pa.array(np.arange(first_line, first_line + len(ends), dtype=np.int64))
     return pa.table({"line": lines, "pos": lines, "raw": raw, "bad": pa.nulls(len(ends), pa.string())})
+
+
+def _split(np, pa, data: bytes, first_line: int, max_line: int) -> Iterator["pa.Table"]:
+    """The lines of ``data`` as tables: runs of ordinary lines, each big line alone, and each line
+    over ``max_line`` as its quarantine row. Empty lines carry nothing and are left out here.
+
+    Where lines are denser than any event can be (mostly newlines: a file of blank lines, a
+    newline bomb), ``data`` is taken in slices of ``DENSE_SLICE`` so the per-line arrays stay small.
+    """
+    if data.count(b"\n") <= len(data) // 16:
+        yield from _split_slice(np, pa, data, first_line, max_line)
+        return
+    start = 0
+    while start < len(data):
+        end = data.rfind(b"\n", start, start + DENSE_SLICE) + 1 or data.find(b"\n", start) + 1
+        piece = data[start:end]
+        view = np.frombuffer(piece, np.uint8)
+        if ((view != 10) & (view != 13)).any():  # else: nothing but CR and LF, no line to stage
+            yield from _split_slice(np, pa, piece, first_line, max_line)
+        first_line += piece.count(b"\n")
+        start = end
+
+
+#: See _split.
+DENSE_SLICE = 2 << 20
+
+
+def _split_slice(np, pa, data: bytes, first_line: int, max_line: int) -> Iterator["pa.Table"]:
+    table = _lines_table(np, pa, data, first_line)
+    offsets = np.frombuffer(table.column("raw").chunks[0].buffers()[1], np.int64)[:table.num_rows + 1]
+    lengths = np.diff(offsets)
+    buf = np.frombuffer(data, np.uint8)
+    empty = (lengths == 1) | ((lengths == 2) & (buf[offsets[:-1]] == 13))
+    big = np.flatnonzero(lengths > min(BIG_LINE, max_line + 1))  # lengths count the newline
+    if not big.size:
+        kept = table.filter(pa.array(~empty)) if empty.any() else table
+        if kept.num_rows:
+            yield kept
+        return
+    start = 0
+    for i in big.tolist():
+        if i > start:
+            yield table.slice(start, i - start)
+        if lengths[i] - 1 > max_line:
+            yield too_long_table(first_line + i, max_line)
+        else:
+            yield table.slice(i, 1)
+        start = i + 1
+    if start < table.num_rows:
+        yield table.slice(start)

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ..limits import Limits
+
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,7 +48,8 @@ def is_framed(head: bytes) -> bool:
     return len(head) >= 8 and head[4:8] == ZSTD_MAGIC
 
 
-def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "") -> Iterator[Yield]:
+def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "",
+              limits: "Limits | None" = None) -> Iterator[Yield]:
     """Yield ``(line, canonical record, None)`` per ownership event, ``(line, None, reason)`` per bad
     line or per bad span (a line with several spans can yield records and reasons).
 
@@ -54,8 +57,9 @@ def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "") -> I
     zstd JSON lines, or the file exporter's length-prefixed zstd frames, where ``line`` is the
     frame's number. Lines are numbered from 1; blank lines carry nothing. A compressed stream
     cut short yields what came before it, then one reason. ``source_name`` is only for callers'
-    messages.
+    messages; ``limits`` (the defaults when None) bounds line length and decompression.
     """
+    limits = limits or Limits()
     if isinstance(src, (str, Path)):
         with open(src, "rb") as raw:
             framed = is_framed(raw.read(8))
@@ -65,24 +69,26 @@ def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "") -> I
             return
         from . import open_bytes
 
-        with open_bytes(Path(src)) as f:
-            yield from _documents(_lines(f))
+        with open_bytes(Path(src), limits, source_name or None) as f:
+            yield from _documents(_lines(f, limits.max_line_bytes))
         return
     if isinstance(src, io.BufferedReader) and is_framed(src.peek(8)[:8]):
         yield from _documents(_frames(src))
         return
-    yield from _documents(_lines(src))
+    yield from _documents(_lines(src, limits.max_line_bytes))
 
 
-def _lines(f: IO[bytes] | IO[str]) -> Iterator[tuple[int, bytes | str | None, str | None]]:
+def _lines(f: IO[bytes] | IO[str], max_line: int) -> Iterator[tuple[int, bytes | str | None, str | None]]:
     """Numbered lines; blocks are split here so that a stream damaged mid-way still hands out
-    every whole line before the damage (a buffered line iterator would lose its buffer)."""
+    every whole line before the damage (a buffered line iterator would lose its buffer). A line
+    longer than ``max_line`` bytes is a reason, and is never held whole."""
     from . import DamagedStream
+    from .jsonl import too_long_reason
 
     if isinstance(f, io.TextIOBase):
         yield from ((n, line, None) for n, line in enumerate(f, start=1))
         return
-    n, carry = 0, b""
+    n, carry, skipping = 0, b"", False
     while True:
         try:
             block = f.read(1 << 20)
@@ -90,16 +96,22 @@ def _lines(f: IO[bytes] | IO[str]) -> Iterator[tuple[int, bytes | str | None, st
             yield n + 1, None, f"{e}; the lines before it were read"
             return
         if not block:
-            if carry:
-                yield n + 1, carry, None
+            if skipping or carry:
+                yield n + 1, None if skipping else carry, too_long_reason(max_line) if skipping else None
             return
         if isinstance(block, str):  # a text stream that is not a TextIOBase
             block = block.encode()
         parts = (carry + block).split(b"\n")
         carry = parts.pop()
+        if skipping and parts:  # the long line ends in this block
+            n += 1
+            yield n, None, too_long_reason(max_line)
+            parts, skipping = parts[1:], False
         for part in parts:
             n += 1
-            yield n, part, None
+            yield (n, None, too_long_reason(max_line)) if len(part) > max_line else (n, part, None)
+        if skipping or len(carry) > max_line:
+            carry, skipping = b"", True
 
 
 def _frames(f: IO[bytes]) -> Iterator[tuple[int, bytes | None, str | None]]:
@@ -306,7 +318,7 @@ def otlp_chunks(source: "Source", progress: "Progress | None" = None,
                          "bad": pa.array(bads, pa.string())})
 
     pos = 0
-    for line, record, reason in read_otlp(source.path, source.name):
+    for line, record, reason in read_otlp(source.path, source.name, source.limits):
         pos += 1
         lines.append(line)
         raws.append(b"" if record is None else json.dumps(record, ensure_ascii=False, default=str).encode())

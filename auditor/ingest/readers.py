@@ -17,7 +17,7 @@ import duckdb
 from ..errors import InputError
 from ..store import QUIET, Store
 from .compression import DamagedStream, compression_of, open_bytes
-from .jsonl import CHUNK_BYTES, _corrupt, damage_table
+from .jsonl import CHUNK_BYTES, _corrupt, damage_table, too_long_reason
 from .sources import Progress, Source
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         reader = f"read_csv(?, {_CSV_OPTIONS}, compression = ?)"
         params = [str(source.path), compression_of(source.path) or "none"]
         first = 2
-        if params[1] != "none" and not _intact(source.path):
+        if params[1] != "none" and not _intact(source):
             raise _ReadCarefully()  # DuckDB would stop silently at the cut of a zstd frame
         query = f"SELECT to_json(t)::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader} t"
     else:
@@ -95,7 +95,6 @@ _CSV_REJECTS = {
     "INVALID ENCODING": "line is not valid UTF-8; re-encode the file as UTF-8",
     "TOO MANY COLUMNS": "line has more cells than the header; quote cells holding the delimiter",
     "UNQUOTED VALUE": "line has a quote inside an unquoted cell; quote the cell and double the quote",
-    "LINE SIZE OVER MAXIMUM": "line is longer than the CSV reader's limit; write such events as JSON lines",
 }
 
 
@@ -103,10 +102,10 @@ class _ReadCarefully(Exception):
     """DuckDB's strict CSV reader refused the file; read it again line by line (see careful_csv_chunks)."""
 
 
-def _intact(path: Path) -> bool:
+def _intact(source: Source) -> bool:
     """Whether a compressed file decompresses to its end (one pass, nothing kept)."""
     try:
-        with open_bytes(path) as f:
+        with open_bytes(source.path, source.limits, source.name) as f:
             while f.read(CHUNK_BYTES):
                 pass
     except DamagedStream:
@@ -133,7 +132,8 @@ def careful_csv_chunks(store: Store, source: Source, progress: Progress | None =
     cur = store.con.cursor()
     cur.execute(QUIET)
     try:
-        reader = f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, max_line_size = {64 << 20}"
+        reader = (f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, "
+                  f"max_line_size = {int(source.limits.max_line_bytes)}")
         [(good,)] = cur.execute(  # fetchall: the rejects table exists once the result is drained
             f"SELECT count(to_json(t)) FROM {reader}, store_rejects = true, "
             "rejects_table = 'auditor_rejects', rejects_scan = 'auditor_scans') t",
@@ -158,7 +158,7 @@ def careful_csv_chunks(store: Store, source: Source, progress: Progress | None =
             spool.unlink()
     if refused:
         lines = pa.array([r[0] for r in refused], pa.int64())
-        reasons = [_CSV_REJECTS.get(r[1], f"line cannot be read as CSV ({str(r[1]).lower()}); "
+        reasons = [too_long_reason(source.limits.max_line_bytes) if r[1] == "LINE SIZE OVER MAXIMUM" else _CSV_REJECTS.get(r[1], f"line cannot be read as CSV ({str(r[1]).lower()}); "
                                     "fix the line or re-export the file") for r in refused]
         yield pa.table({"line": lines, "pos": lines, "raw": pa.array([b""] * len(refused), pa.large_binary()),
                         "bad": pa.array(reasons, pa.string())})
@@ -172,7 +172,7 @@ def _spool_decompressed(source: Source) -> tuple[Path, tuple[int, str] | None]:
     """Decompress into a temporary file up to any damage; the damage as ``(line, what)``."""
     tmp = tempfile.NamedTemporaryFile(prefix="auditor-csv-", suffix=".csv", delete=False)
     damage, lines, keep = None, 0, 0
-    with tmp, open_bytes(source.path) as f:
+    with tmp, open_bytes(source.path, source.limits, source.name) as f:
         while True:
             try:
                 block = f.read(CHUNK_BYTES)

@@ -54,6 +54,11 @@ def summary_lines(result: AuditResult) -> list[Text]:
         f"input: {num(inp.lines_read)} lines read = {num(inp.events)} events + "
         f"{num(inp.duplicates)} duplicates + {num(inp.quarantined)} quarantined; "
         f"{plural(len(inp.files), 'file')}; ordering {result.ordering}"))
+    if inp.skipped:
+        first = inp.skipped[0]
+        out.append(Text(f"skipped: {plural(len(inp.skipped), 'path')} that "
+                        f"{'are' if len(inp.skipped) != 1 else 'is'} not a file to read (first: "
+                        f"{clean(first.path)}: {clean(first.reason)})"))
     if result.scope is not None:
         out.append(Text(f"scope: {clean(result.scope.describe())} (detection ran over every event; "
                         "only what is in scope is reported)"))
@@ -150,6 +155,8 @@ def print_ingested(db: object, counts: list, total: "InputSummary", file: IO[str
         else:
             lines.append(Text(f"{clean(c.name)}: {num(c.lines_read)} lines read = {num(c.events)} events + "
                               f"{num(c.duplicates)} duplicates + {num(c.quarantined)} quarantined"))
+    for skip in total.skipped:
+        lines.append(Text(f"{clean(skip.path)}: skipped, {clean(skip.reason)}"))
     lines.append(Text(f"{clean(db)}: {plural(total.events, 'event')} from {plural(len(total.files), 'file')}"))
     _print(lines, file)
 
