@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from auditor.model import RESPONSES, Grade
+from auditor.model import Grade
+from auditor.rules import RESPONSES
 
 from .conftest import history
 
