@@ -148,9 +148,16 @@ class Store:
         self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
         self.con.execute("SET preserve_insertion_order = false")
         _register(self.con, "auditor_attrs", _attrs_batch, null_handling="special")
-        # A second Store on a file this process has open shares its database, functions included:
-        # the newest store's vocabulary is the one its ingest uses.
-        _register(self.con, "auditor_normalize", _normalize_udf(self._vocabulary), replace=True)
+        if not _register(self.con, "auditor_normalize", _normalize_udf(self._vocabulary)):
+            # A second Store on a file this process has open shares its database, functions
+            # included: it shares the box the registered function reads, and puts its own
+            # vocabulary in it (the newest store's vocabulary is the one an ingest uses).
+            shared = _VOCABULARY_BOXES.get(str(self.path))
+            if shared is not None:
+                shared[0] = self._vocabulary[0]
+                self._vocabulary = shared
+        elif self.path is not None:
+            _VOCABULARY_BOXES[str(self.path)] = self._vocabulary
         if read_only:
             self._private_spill()
         else:
@@ -448,19 +455,19 @@ _FOREIGN = ((b"PAR1", "a Parquet file"), (b"\x1f\x8b", "a gzip file"), (b"\x28\x
 _INPUT_SUFFIXES = frozenset({".parquet", ".pq", ".json", ".jsonl", ".ndjson", ".csv", ".log", ".gz", ".zst"})
 
 
-def _register(con: duckdb.DuckDBPyConnection, name: str, fn: Any, *, replace: bool = False,
-              **options: Any) -> None:
-    """Register an arrow UDF ``VARCHAR, BOOLEAN -> VARCHAR``. A database this process already has
-    open (a second Store on one file) has it already: kept, or replaced when ``replace``."""
-    def create() -> None:
+#: Database file -> the vocabulary box its registered normalize function reads (this process).
+_VOCABULARY_BOXES: dict[str, list] = {}
+
+
+def _register(con: duckdb.DuckDBPyConnection, name: str, fn: Any, **options: Any) -> bool:
+    """Register an arrow UDF ``VARCHAR, BOOLEAN -> VARCHAR``; False when the database has it
+    already (a second Store on a file this process has open: DuckDB shares the database)."""
+    try:
         con.create_function(name, fn, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
                             side_effects=False, **options)
-    try:
-        create()
     except duckdb.CatalogException:
-        if replace:
-            con.remove_function(name)
-            create()
+        return False
+    return True
 
 
 def _refuse_foreign(path: Path) -> None:
