@@ -16,7 +16,7 @@ from .mapping import OWNERSHIP_ATTRIBUTES, map_span, span_records
 __all__ = ["AuditSpanProcessor", "AuditAllSampler", "map_span", "span_records", "span_events", "event_from_record",
            "MappingError", "OWNERSHIP_ATTRIBUTES", "rfc3339"]
 
-_LAZY = {"AuditSpanProcessor": "processor", "FindingCallback": "processor", "AuditAllSampler": "sampler",
+_LAZY = {"AuditSpanProcessor": "processor", "FindingCallback": "core", "LiveAudit": "core", "AuditAllSampler": "sampler",
          "span_events": "convert", "event_from_record": "convert", "MappingError": "convert"}
 
 
