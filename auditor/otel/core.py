@@ -31,8 +31,8 @@ from opentelemetry.util._once import Once
 
 from ..detect.live import LiveDetector, LiveEvent
 from ..model import Confidence, Event, Finding, Kind, Owner
-from ..vocabulary import Vocabulary, vocabulary_of
-from .convert import MappingError, event_from_record
+from ..vocabulary import DEFAULT, Vocabulary, vocabulary_of
+from .convert import MappingError, event_from_record, record_event
 from .metrics import Metrics
 
 _logger = logging.getLogger("auditor.otel")
@@ -80,6 +80,7 @@ class LiveAudit:
             raise ValueError("max_queue_size must be a positive integer")
         self._on_finding = on_finding
         self._vocabulary = vocabulary_of(vocabulary)  # a bad --map file raises here, not in a hook
+        self._typed = self._vocabulary is DEFAULT  # the typed shortcuts know only the SPEC's own names
         self._log = logger or _logger
         self._db = None if db is None else os.fspath(db)
         self._max_queue_size = max_queue_size
@@ -224,7 +225,7 @@ class LiveAudit:
         for _ in range(n):
             item = queue.popleft()
             try:
-                events = None if persist else self._fast_events(item)
+                events = None if persist or not self._typed else self._fast_events(item)
                 if events is not None:
                     for event in events:  # _admit_event, inlined: this loop runs per event
                         key = event.workflow_key
@@ -273,7 +274,8 @@ class LiveAudit:
             if key in self._observed or (rec.get("seq") is None and isinstance(key, str)):
                 self._admit_observed(key, event_from_record(rec, seq=0, vocabulary=self._vocabulary))
             else:
-                self._admit_event(event_from_record(rec, vocabulary=self._vocabulary), now)
+                event = record_event(rec) if self._typed else None
+                self._admit_event(event or event_from_record(rec, vocabulary=self._vocabulary), now)
         except MappingError as e:
             self.unmapped += 1
             self._limited("auditor: ownership evidence not audited live: %s "
