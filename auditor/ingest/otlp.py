@@ -342,3 +342,18 @@ def otlp_chunks(source: "Source", progress: "Progress | None" = None,
         yield table()
     if progress is not None:
         progress(source.size)
+
+
+def request_records(doc: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of one decoded OTLP JSON export request (traces or logs), and the reasons of
+    the spans or log records that could not be read; ``ValueError`` when it is not OTLP JSON."""
+    records, reasons = [], []
+    try:
+        for rec, bad in _records(doc):
+            if rec is not None:
+                records.append(rec)
+            else:
+                reasons.append(bad)
+    except _BadLine as e:
+        raise ValueError(str(e)) from None
+    return records, reasons
