@@ -266,3 +266,18 @@ def test_metrics_default_to_the_global_meter_provider():
             "print(reader.get_metrics_data().resource_metrics[0].scope_metrics[0].scope.name)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "auditor.otel", out.stderr
+
+
+def test_a_burst_with_db_persistence_loses_no_evidence(tmp_path):
+    """20,000 evidence spans in a tight loop: the store writer batches on its own thread, so the
+    8,192-span queue never overflows."""
+    processor = AuditSpanProcessor(db=tmp_path / "burst.duckdb")
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    for i in range(20_000):
+        with tracer.start_as_current_span("s", attributes={
+                "ownership.workflow_key": f"k{i % 100}", "ownership.epoch": 1, "ownership.worker": "w"}) as span:
+            span.add_event("ownership.progress", {"ownership.seq": i})
+    provider.shutdown()
+    assert (processor.dropped_spans, processor.persisted, processor.persist_failures) == (0, 20_000, 0)

@@ -19,6 +19,7 @@ import heapq
 import itertools
 import logging
 import os
+import queue
 import threading
 import time
 import weakref
@@ -134,6 +135,11 @@ class LiveAudit:
         self._pid = os.getpid()
         self._reset_once = Once()
         self._reported = (0,) * 7
+        self._writes: queue.Queue = queue.Queue()
+        self._write_lock = threading.Lock()
+        self._unwritten = 0
+        if self._db is not None:
+            threading.Thread(name=type(self).__name__ + ".store", target=self._writer_run, daemon=True).start()
         self._worker = threading.Thread(name=type(self).__name__, target=self._run, daemon=True)
         self._worker.start()
 
@@ -206,6 +212,7 @@ class LiveAudit:
                     if stop:
                         self._report(self.detector.finish())
                         self._persist(force=True)
+                        self._writes.put(None)
                         self._publish_counts()
                 except Exception:  # noqa: BLE001 - keep auditing whatever comes next
                     self._once("cycle", "auditor: the live audit failed on a batch of spans", exc_info=True)
@@ -400,27 +407,72 @@ class LiveAudit:
                    "auditor.incident_id": f.incident_id, "auditor.confidence": confidence.value})
 
     def _persist(self, force: bool) -> None:
-        if not self._records:
-            return
+        """Hand the records gathered so far to the store writer (a thread of its own, so the audit
+        worker keeps draining the queue while DuckDB writes); ``force`` waits until they are
+        written. When the writer falls more than ``8 * max_queue_size`` records behind, the audit
+        worker waits for it: the queue then fills and drops are counted, memory stays bounded."""
+        if self._records:
+            batch, self._records = self._records, []
+            with self._write_lock:
+                self._unwritten += len(batch)
+                behind = self._unwritten > 8 * self._max_queue_size
+            self._writes.put(batch)
+            self._last_persist = time.monotonic()
+            if behind and not force:
+                self._writes.join()
+        if force:
+            self._writes.join()
+
+    def _writer_run(self) -> None:
+        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        retry: list[tuple[int, dict[str, Any]]] = []
+        try:
+            while True:
+                batch = self._writes.get()
+                try:
+                    if batch is None:
+                        self.persist_failures += len(retry)  # the store stayed locked to the end
+                        return
+                    while True:  # one append for everything waiting: batched writes
+                        try:
+                            more = self._writes.get_nowait()
+                        except queue.Empty:
+                            break
+                        self._writes.task_done()
+                        if more is None:
+                            self._writes.put(None)
+                            break
+                        batch += more
+                    retry = self._write(retry + batch)
+                finally:
+                    self._writes.task_done()
+        finally:
+            detach(token)
+
+    def _write(self, batch: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+        """Append ``batch`` to the store; return what must be retried (the store was locked)."""
         from ..store import Store, StoreError, StoreLocked
 
-        batch, self._records = self._records, []
+        with self._write_lock:
+            self._unwritten -= len(batch)
         try:
-            with Store(self._db, lock_timeout=2.0 if force else 0.2, vocabulary=self._vocabulary) as store:
+            with Store(self._db, lock_timeout=2.0 if self._stop else 0.2, vocabulary=self._vocabulary) as store:
                 store.append_records(self._store_source(), batch)
             self.persisted += len(batch)
-            self._last_persist = time.monotonic()
         except StoreLocked:
-            self._records = batch + self._records
-            overflow = len(self._records) - 4 * self._max_queue_size
+            overflow = len(batch) - 4 * self._max_queue_size
             if overflow > 0:
-                del self._records[:overflow]
+                del batch[:overflow]
                 self.persist_failures += overflow
             self._once("locked", "auditor: %s is locked by another process; records are kept and "
                        "appended when it is free", self._db)
-        except (StoreError, OSError, ValueError) as e:
+            with self._write_lock:
+                self._unwritten += len(batch)
+            return batch
+        except Exception as e:  # noqa: BLE001 - StoreError, OSError, ValueError, DuckDB's own
             self.persist_failures += len(batch)
             self._once("persist:" + type(e).__name__, "auditor: could not persist to %s: %s", self._db, e)
+        return []
 
     def _store_source(self) -> str:
         return self._source_name or f"otel:pid-{os.getpid()}"
