@@ -114,7 +114,7 @@ class Receiver:
             records, reasons = _decode(signal, body, ctype)
         except ValueError as e:
             return 400, _error(ctype, str(e)), ctype, {}
-        if records and not self.audit._enqueue(records):  # noqa: SLF001 - the core's door
+        if records and not self.audit._enqueue(records, refuse=True):  # noqa: SLF001 - the core's door
             with self._lock:
                 self.refused += 1
             return 429, _error(ctype, "the audit queue is full; retry later"), ctype, {

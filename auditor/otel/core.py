@@ -149,10 +149,13 @@ class LiveAudit:
         self.findings = deque(maxlen=self._max_findings)
         self._init_state()
 
-    def _enqueue(self, item: Any) -> bool:
-        """Queue ``item`` for the worker; False (counted in ``dropped_spans``) when the queue is full.
+    def _enqueue(self, item: Any, refuse: bool = False) -> bool:
+        """Queue ``item`` for the worker; False when the queue is full: counted in
+        ``dropped_spans``, unless ``refuse`` (the caller refuses it and its sender retries).
         O(1), thread safe, never raises on its own."""
         if len(self._queue) >= self._max_queue_size:
+            if refuse:
+                return False
             with self._drop_lock:
                 self.dropped_spans += 1
             return False
