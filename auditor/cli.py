@@ -457,6 +457,39 @@ def simulate(
             raise fail(f"--mode: {e}") from None
 
 
+@app.command()
+def serve(
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE",
+                                      help="DuckDB store to keep everything received (default: a temporary one)."),
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR", help="Address to listen on."),
+    port: int = typer.Option(4318, "--port", metavar="N", min=0, max=65535, help="Port (4318 is OTLP/HTTP's)."),
+    vocabulary: Optional[Path] = MAP,
+    max_queue: int = typer.Option(64, "--max-queue", metavar="N", min=1,
+                                  help="Requests waiting for the audit before 429 Too Many Requests."),
+    max_body: int = typer.Option(16, "--max-body-mb", metavar="MB", min=1, help="Largest request body, decompressed."),
+    quiet: bool = QUIET,
+) -> None:
+    """Receive OTLP/HTTP spans and log records (POST /v1/traces, /v1/logs) and audit them live."""
+    from .serve import ServeConfig, serve as run
+
+    with errors():
+        try:
+            from .serve import Receiver  # noqa: F401 - the extra's imports, checked before binding
+            import starlette  # noqa: F401
+            import uvicorn  # noqa: F401
+        except ImportError as e:
+            raise fail(f"serve needs the 'serve' extra ({e.name} is missing): pip install 'split-brain-auditor[serve]'")
+        if vocabulary is not None:
+            from .vocabulary import vocabulary_of
+
+            vocabulary_of(vocabulary)  # a bad --map file is an error before the port is bound
+        if not quiet:
+            typer.echo(f"auditor serve: OTLP/HTTP on http://{host}:{port}/v1/traces and /v1/logs; "
+                       f"findings at /findings, store {db or 'temporary'}", err=True)
+        run(ServeConfig(db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20),
+            host=host, port=port)
+
+
 def main() -> None:
     from .interrupt import handled
 

@@ -305,7 +305,8 @@ def test_read_otlp_yields_records_and_reasons(tmp_path):
     ]
     assert got == first + [
         (3, None, "line is not valid JSON; the Collector's file exporter writes one JSON object per line"),
-        (5, None, 'line has no "resourceSpans"; expected OTLP JSON traces (Collector file exporter)'),
+        (5, None, 'line has no "resourceSpans" or "resourceLogs"; expected OTLP JSON traces or logs '
+                   '(Collector file exporter)'),
         (6, None, '"resourceSpans" is not a list; expected OTLP JSON'),
     ] + [(7, rec, None) for _, rec, _ in first]
     # the span-level attributes that are not ownership.* stay on the span, not on its events

@@ -29,9 +29,10 @@ __all__ = ["FORMATS", "InputError", "DamagedStream", "Source", "discover", "dete
            "careful_csv_chunks", "damage_table", "digest_of", "CHUNK_BYTES"]
 
 FORMATS = ("auto", "jsonl", "csv", "parquet", "otlp")
-#: The Collector's file exporter writes one export request per line, ``{"resourceSpans": ...``.
-#: Only the first line decides: canonical events may well mention resourceSpans in their attrs.
-_OTLP_FIRST_LINE = re.compile(rb'(?:\xef\xbb\xbf)?\s*\{\s*"resourceSpans"\s*:')
+#: The Collector's file exporter writes one export request per line, ``{"resourceSpans": ...`` or
+#: ``{"resourceLogs": ...``. Only the first line decides: canonical events may well mention them
+#: in their attrs.
+_OTLP_FIRST_LINE = re.compile(rb'(?:\xef\xbb\xbf)?\s*\{\s*"resource(?:Spans|Logs)"\s*:')
 
 
 

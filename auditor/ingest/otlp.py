@@ -1,8 +1,9 @@
 """Stage 1, read: OTLP JSON lines, as the OpenTelemetry Collector's file exporter writes them.
 
-Each line is one ``{"resourceSpans": [...]}`` export request (protobuf JSON mapping, except that
-trace and span ids are hex and int64 values are decimal strings). Spans and span events go through
-the same mapping as the live span processor (``auditor.otel.map_span``) and come out as raw
+Each line is one ``{"resourceSpans": [...]}`` or ``{"resourceLogs": [...]}`` export request
+(protobuf JSON mapping, except that trace and span ids are hex and int64 values are decimal
+strings). Spans, span events and log records go through the same mapping as the live processors
+(``auditor.otel.map_span``, ``map_log``) and come out as raw
 canonical records, which the store's one SQL normalizer then judges like any other line. A line
 can therefore yield zero records (a valid line without ownership evidence, or a logs/metrics
 line), one, or several; a line that is not OTLP JSON yields one reason and is quarantined, and a
@@ -16,7 +17,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -176,23 +177,46 @@ def _records(doc: Any) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
     if not isinstance(doc, dict):
         raise _BadLine("line is JSON but not an object; expected an OTLP export request")
     resource_spans = doc.get("resourceSpans")
-    if resource_spans is None:
-        if "resourceLogs" in doc or "resourceMetrics" in doc or "resourceProfiles" in doc:
-            return  # another signal in the same file: no spans, nothing to audit
-        raise _BadLine('line has no "resourceSpans"; expected OTLP JSON traces (Collector file exporter)')
+    resource_logs = doc.get("resourceLogs")
+    if resource_spans is None and resource_logs is None:
+        if "resourceMetrics" in doc or "resourceProfiles" in doc:
+            return  # another signal in the same file: no spans or logs, nothing to audit
+        raise _BadLine('line has no "resourceSpans" or "resourceLogs"; expected OTLP JSON traces or logs '
+                       '(Collector file exporter)')
+    yield from _walk(resource_spans, "resourceSpans", "scopeSpans", "spans", "span", _span)
+    yield from _walk(resource_logs, "resourceLogs", "scopeLogs", "logRecords", "log record", _log)
+
+
+def _walk(resources: Any, top: str, scopes: str, items: str, what: str,
+          records: Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
+          ) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
+    """The records of one signal's ``resource* -> scope* -> items`` tree; a malformed item costs
+    only itself (one reason naming it), not the line's other items."""
     nth = 0
-    for rs in _list(resource_spans, "resourceSpans"):
-        resource = _attributes(_obj(rs.get("resource") or {}, "resource").get("attributes"))
-        for ss in _list(_obj(rs, "resourceSpans[]").get("scopeSpans"), "scopeSpans"):
-            for span in _list(_obj(ss, "scopeSpans[]").get("spans"), "spans"):
+    for r in _list(resources, top):
+        resource = _attributes(_obj(r.get("resource") or {}, "resource").get("attributes"))
+        for sc in _list(_obj(r, top + "[]").get(scopes), scopes):
+            for item in _list(_obj(sc, scopes + "[]").get(items), items):
                 nth += 1
                 try:
-                    records = _span(_obj(span, "span"), resource)
+                    found = records(_obj(item, what.replace(" ", "")), resource)
                 except _BadLine as e:
-                    yield None, f"span {nth} of this line: {e}; the line's other spans were read"
+                    yield None, f"{what} {nth} of this line: {e}; the line's other {what}s were read"
                     continue
-                for rec in records:
+                for rec in found:
                     yield rec, None
+
+
+def _log(log: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
+    from ..otel.mapping import map_log
+
+    name = log.get("eventName")
+    rec = map_log(name if isinstance(name, str) else None,
+                   _int(log.get("timeUnixNano"), "timeUnixNano") or _int(log.get("observedTimeUnixNano"),
+                                                                        "observedTimeUnixNano"),
+                   _attributes(log.get("attributes")), resource,
+                   bool(_int(log.get("droppedAttributesCount"), "droppedAttributesCount")))
+    return [] if rec is None else [rec]
 
 
 def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
@@ -330,3 +354,18 @@ def otlp_chunks(source: "Source", progress: "Progress | None" = None,
         yield table()
     if progress is not None:
         progress(source.size)
+
+
+def request_records(doc: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of one decoded OTLP JSON export request (traces or logs), and the reasons of
+    the spans or log records that could not be read; ``ValueError`` when it is not OTLP JSON."""
+    records, reasons = [], []
+    try:
+        for rec, bad in _records(doc):
+            if rec is not None:
+                records.append(rec)
+            else:
+                reasons.append(bad)
+    except _BadLine as e:
+        raise ValueError(str(e)) from None
+    return records, reasons

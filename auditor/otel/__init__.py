@@ -1,9 +1,11 @@
 """The OpenTelemetry door (SPEC section 6), one module per concern.
 
-``mapping`` (span -> canonical records, shared with the OTLP reader), ``convert`` (records ->
-events, the live door's one checked converter), ``sampler``, ``processor`` (``AuditSpanProcessor``)
-and ``metrics``. The processor and sampler need the OpenTelemetry SDK and are imported on first
-use, so the OTLP file reader can use the mapping without them.
+``mapping`` (span and log record -> canonical records, shared with the OTLP reader), ``convert`` (records ->
+events, the live door's one checked converter), ``sampler``, ``core`` (the live audit shared by
+every live door), ``processor`` (``AuditSpanProcessor``), ``logs`` (``AuditLogRecordProcessor``),
+``ownership`` (attribute names and helpers to instrument a worker) and ``metrics``. The doors
+and the sampler need the OpenTelemetry SDK and are imported on first use, so the OTLP file reader
+can use the mapping without them.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from typing import Any
 from ..detect.live import rfc3339
 from .mapping import OWNERSHIP_ATTRIBUTES, map_span, span_records
 
-__all__ = ["AuditSpanProcessor", "AuditAllSampler", "map_span", "span_records", "span_events", "event_from_record",
+__all__ = ["AuditSpanProcessor", "AuditLogRecordProcessor", "LiveAudit", "AuditAllSampler", "map_span", "span_records", "span_events", "event_from_record",
            "MappingError", "OWNERSHIP_ATTRIBUTES", "rfc3339"]
 
-_LAZY = {"AuditSpanProcessor": "processor", "FindingCallback": "processor", "AuditAllSampler": "sampler",
+_LAZY = {"AuditSpanProcessor": "processor", "AuditLogRecordProcessor": "logs", "FindingCallback": "core", "LiveAudit": "core", "AuditAllSampler": "sampler",
          "span_events": "convert", "event_from_record": "convert", "MappingError": "convert"}
 
 

@@ -15,6 +15,7 @@ from ..detect.live import rfc3339
 from ..vocabulary import FIELDS
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs import ReadableLogRecord
     from opentelemetry.sdk.trace import ReadableSpan
 
 PREFIX = "ownership."
@@ -46,16 +47,7 @@ def map_span(trace_id: str, span_id: str, name: str, start_ns: int | None,
     ``events`` items are ``(name, time_ns, attributes, dropped_attribute_count)``.
     """
     base: dict[str, Any] = {}
-    own: dict[str, Any] = {}
-    span_kind = None
-    for k, v in attributes.items():
-        field = OWNERSHIP_ATTRIBUTES.get(k)
-        if field is not None:
-            base[field] = v
-        elif k == _EVENT_ATTR:
-            span_kind = v
-        else:
-            own[k] = v
+    own, span_kind = _split(attributes, base)
     if "worker" not in base:
         instance = resource.get("service.instance.id")
         if instance is not None:
@@ -79,13 +71,7 @@ def map_span(trace_id: str, span_id: str, name: str, start_ns: int | None,
             continue
         rec = dict(base)
         rec["kind"] = ev_name[len(PREFIX):]
-        extra: dict[str, Any] = {}
-        for k, v in ev_attrs.items():
-            field = OWNERSHIP_ATTRIBUTES.get(k)
-            if field is not None:
-                rec[field] = v
-            elif k != _EVENT_ATTR:
-                extra[k] = v
+        extra, _ = _split(ev_attrs, rec)
         if ev_ns is not None:
             rec["ts"] = rfc3339(ev_ns)
         rec["event_id"] = prefix + str(i)
@@ -97,6 +83,61 @@ def map_span(trace_id: str, span_id: str, name: str, start_ns: int | None,
         rec["attrs"] = extra
         out.append(rec)
     return out
+
+
+def map_log(event_name: str | None, time_ns: int | None, attributes: Mapping[str, Any],
+            resource: Mapping[str, Any], capped: bool) -> dict[str, Any] | None:
+    """The canonical record of one log record, or None when it carries no ownership evidence.
+
+    A log record is evidence when its ``event_name`` is ``ownership.<kind>`` (the Events API's
+    way, which OTEP 4430 recommends over span events) or it carries ``ownership.event``; its
+    ``ownership.*`` attributes fill the fields as on a span. ``time_ns`` is the record's
+    timestamp, else its observed timestamp. No ``event_id``: log records have no id of their own,
+    so the normalizer derives one from the canonical fields, identical in both doors (and an
+    export retried by a Collector collapses into one event).
+    """
+    rec: dict[str, Any] = {}
+    own, kind = _split(attributes, rec)
+    if kind is None:
+        if not (isinstance(event_name, str) and event_name.startswith(PREFIX)):
+            return None
+        kind = event_name
+    rec["kind"] = _kind_name(kind)
+    if "worker" not in rec:
+        instance = resource.get("service.instance.id")
+        if instance is not None:
+            rec["worker"] = instance
+    if time_ns:
+        rec["ts"] = rfc3339(time_ns)
+    if capped:
+        own["otel.capped"] = True
+    rec["attrs"] = own
+    return rec
+
+
+def log_record(record: "ReadableLogRecord") -> dict[str, Any] | None:
+    """``map_log`` for an SDK log record (``ReadableLogRecord`` or ``ReadWriteLogRecord``)."""
+    lr = record.log_record
+    attrs = lr.attributes
+    resource = record.resource
+    return map_log(lr.event_name, lr.timestamp or lr.observed_timestamp, _plain(attrs),
+                   _plain(resource.attributes) if resource is not None else {}, bool(_dropped(attrs)))
+
+
+def _split(attributes: Mapping[str, Any], fields: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """Put the ``ownership.*`` attributes into ``fields`` (canonical names); return the other
+    attributes and the ``ownership.event`` value (None when absent)."""
+    other: dict[str, Any] = {}
+    kind = None
+    for k, v in attributes.items():
+        field = OWNERSHIP_ATTRIBUTES.get(k)
+        if field is not None:
+            fields[field] = v
+        elif k == _EVENT_ATTR:
+            kind = v
+        else:
+            other[k] = v
+    return other, kind
 
 
 def _kind_name(v: Any) -> Any:

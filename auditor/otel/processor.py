@@ -1,136 +1,34 @@
-"""The live door: ``AuditSpanProcessor``, an OpenTelemetry span processor (SPEC section 6).
+"""The span door: ``AuditSpanProcessor``, an OpenTelemetry span processor (SPEC section 6).
 
-It follows the SDK's own ``BatchProcessor``: ``on_end`` does O(1) work (a cheap check, an append to
-a bounded deque) and no I/O; a daemon worker, woken by an Event or every ``schedule_delay_millis``,
-maps the spans (``otel.mapping``), converts them (``otel.convert``), puts the events back in seq
-order per workflow key (a short reorder window, because spans end in any order), feeds
-``detect.live.LiveDetector`` and reports each finding as it happens (callback, ``logging``
-warning with the witness sentence, OTel metrics). With ``db`` it appends the records to the
-DuckDB store from that worker, through the store's one normalizer, so ``auditor report --db``
-later gives the batch answer. Every hook is guarded: nothing the processor does can raise into,
-block, or hide an exception of the host.
+``on_end`` does a cheap check (does the span carry ``ownership.*`` evidence?) and hands the span
+to the live audit's core (``otel.core.LiveAudit``), which maps it (``otel.mapping``), converts it
+(``otel.convert``) and audits it on its own worker thread.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import heapq
-import itertools
-import logging
-import os
-import threading
-import time
-import weakref
-from collections import deque
-from collections.abc import Callable
 from typing import Any
 
-from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
-from opentelemetry.util._once import Once
 
-from ..detect.live import LiveDetector, LiveEvent
-from ..model import Confidence, Event, Finding, Kind, Owner
-from ..vocabulary import Vocabulary, vocabulary_of
-from .convert import MappingError, event_from_record, span_events
+from .convert import span_events
+from .core import FindingCallback, LiveAudit
 from .mapping import _EVENT_ATTR, PREFIX, span_records
-from .metrics import Metrics
 
-_logger = logging.getLogger("auditor.otel")
-
-FindingCallback = Callable[[Finding], None]
+__all__ = ["AuditSpanProcessor", "FindingCallback"]
 
 
-class AuditSpanProcessor(SpanProcessor):
+class AuditSpanProcessor(LiveAudit, SpanProcessor):
     """Audits ownership evidence in spans as they end. Add it with ``provider.add_span_processor``.
 
-    ``on_finding(finding)`` is called from the processor's worker thread for each finding as it
-    becomes certain (a stale attempt waits for its outcome; ``shutdown`` reports the ones still
-    open). Each finding is also logged as a warning on ``auditor.otel`` with its witness
-    sentence, and counted on ``meter_provider`` when one is given. With ``db`` the canonical
-    records are appended to that DuckDB store (opened per append, so ``auditor report --db``
-    can run in between; a locked store is retried on the next cycle).
-
-    Only spans that reach processors are seen: to audit spans your sampler drops, build the
-    provider with ``sampler=AuditAllSampler(your_sampler)`` (exporters still only get sampled
-    spans). Live detection sees this process's spans only; for workers in several processes
-    export spans to a Collector and audit its files (or give every process the same ``db``).
-
-    Memory is bounded: ``max_queue_size`` spans wait for the worker (excess spans are dropped,
-    counted in ``dropped_spans`` and logged once); the detector keeps state for at most
-    ``max_workflow_keys`` keys (the least recently seen are settled and forgotten, counted in
-    ``detector.evicted_keys``); ``findings`` keeps the latest ``max_findings``. Events are held up to
-    ``reorder_window_millis`` to put them in seq order; one arriving later than that is still
-    audited (``late_events``), and the store's batch report is the final word.
+    Everything ``LiveAudit`` says holds (one alert per incident, bounded memory, ``db``). Only
+    spans that reach processors are seen: to audit spans your sampler (or an unsampled upstream
+    parent) drops, use ``AuditAllSampler`` outermost (``OTEL_TRACES_SAMPLER=audit_parentbased_always_on``),
+    or record evidence as log records (``auditor.otel.ownership``), which no trace sampler drops.
+    A span that hit the SDK's event or attribute limit with evidence on it is audited with what is
+    left, counted in ``capped_spans`` and warned about (rate-limited): the limit drops the oldest
+    events first, so an early commit can be gone.
     """
-
-    def __init__(self, on_finding: FindingCallback | None = None, *, meter_provider=None,
-                 db: str | os.PathLike | None = None, max_queue_size: int = 8192,
-                 schedule_delay_millis: float = 200.0, reorder_window_millis: float = 1000.0,
-                 persist_interval_millis: float = 1000.0, max_workflow_keys: int = 100_000,
-                 max_findings: int = 10_000, source_name: str | None = None,
-                 logger: logging.Logger | None = None,
-                 vocabulary: Vocabulary | str | os.PathLike | None = None) -> None:
-        if max_queue_size <= 0:
-            raise ValueError("max_queue_size must be a positive integer")
-        self._on_finding = on_finding
-        self._vocabulary = vocabulary_of(vocabulary)  # a bad --map file raises here, not in a hook
-        self._log = logger or _logger
-        self._db = None if db is None else os.fspath(db)
-        self._max_queue_size = max_queue_size
-        self._delay = schedule_delay_millis / 1e3
-        self._window = reorder_window_millis / 1e3
-        self._persist_interval = persist_interval_millis / 1e3
-        self._source_name = source_name
-        self._batch_wake = max(1, max_queue_size // 4)
-        self._metrics = Metrics(meter_provider) if meter_provider is not None else None
-
-        self._max_keys = max_workflow_keys
-        self._max_findings = max_findings
-        self.detector = LiveDetector(max_workflow_keys)
-        self.dropped_spans = 0        # queue full
-        self.dropped_after_shutdown = 0
-        self.unmapped = 0             # records the mapping could not turn into events
-        self.persisted = 0            # records handed to the store
-        self.persist_failures = 0     # records lost because the store failed
-        self.findings: deque[Finding] = deque(maxlen=max_findings)  # the latest reported, to inspect
-        self._logged: set[str] = set()
-        self._shutdown = False
-        self._stop = False
-        self._init_state()
-        if hasattr(os, "register_at_fork"):
-            weak_reinit = weakref.WeakMethod(self._at_fork_reinit)
-
-            def _after_in_child() -> None:
-                if (reinit := weak_reinit()) is not None:
-                    reinit()
-
-            os.register_at_fork(after_in_child=_after_in_child)
-
-    def _init_state(self) -> None:
-        # Deque is thread safe; on_end appends, the worker pops.
-        self._queue: deque[ReadableSpan] = deque()
-        self._wake = threading.Event()
-        self._drop_lock = threading.Lock()
-        self._waiters: deque[threading.Event] = deque()
-        self._pending: dict[str, list] = {}      # workflow key -> heap of (seq, id, n, arrival, event)
-        self._counter = itertools.count()
-        self._observed: dict[str, int] = {}      # keys ordered by arrival (seq missing): last seq given
-        self._lowered: dict[tuple[str, int], Confidence] = {}
-        self._records: list[tuple[int, dict[str, Any]]] = []
-        self._record_line = 0
-        self._last_persist = time.monotonic()
-        self._pid = os.getpid()
-        self._reset_once = Once()
-        self._reported = (0, 0, 0)
-        self._worker = threading.Thread(name="AuditSpanProcessor", target=self._run, daemon=True)
-        self._worker.start()
-
-    def _at_fork_reinit(self) -> None:
-        # The child starts from a fresh detector: the parent keeps (and reports) its own state.
-        self.detector = LiveDetector(self._max_keys)
-        self.findings = deque(maxlen=self._max_findings)
-        self._init_state()
 
     # Hooks called by the SDK, on application threads: O(1), no I/O, never raise.
 
@@ -157,279 +55,30 @@ class AuditSpanProcessor(SpanProcessor):
                         break
                 else:
                     return
-            if len(self._queue) >= self._max_queue_size:
-                with self._drop_lock:
-                    self.dropped_spans += 1
-                return
-            self._queue.append(span)
-            if len(self._queue) >= self._batch_wake and not self._wake.is_set():
-                self._wake.set()
+            self._enqueue(span)
         except Exception:  # noqa: BLE001 - a hook must never raise into the host
             self._once("on_end", "auditor: on_end failed; this span is not audited", exc_info=True)
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Audit (and persist) every span ended before this call; False if ``timeout_millis`` passes first."""
-        try:
-            if self._shutdown or threading.current_thread() is self._worker:
-                return False
-            if self._pid != os.getpid():
-                self._reset_once.do_once(self._at_fork_reinit)
-            done = threading.Event()
-            self._waiters.append(done)
-            self._wake.set()
-            return done.wait(max(0.0, timeout_millis / 1e3))
-        except Exception:  # noqa: BLE001
-            self._once("force_flush", "auditor: force_flush failed", exc_info=True)
-            return False
+    # The worker's side.
 
-    def shutdown(self, timeout_millis: int = 30000) -> None:
-        """Flush, report the findings still open, persist, stop the worker. Idempotent."""
-        try:
-            if self._shutdown:
+    def _fast_events(self, span: Any):
+        self._check_capped(span)
+        return span_events(span)
+
+    def _records_of(self, span: Any):
+        if self._db is not None:  # with a store the fast path is skipped: check here instead
+            self._check_capped(span)
+        return span_records(span)
+
+    def _check_capped(self, span: Any) -> None:
+        events = getattr(span, "_events", None)
+        dropped = getattr(events, "dropped", 0) or 0
+        if not dropped:
+            dropped_attrs = getattr(getattr(span, "_attributes", None), "dropped", 0) or 0
+            if not dropped_attrs:
                 return
-            self._shutdown = True
-            self._stop = True
-            self._wake.set()
-            if threading.current_thread() is not self._worker:
-                self._worker.join(max(0.0, timeout_millis / 1e3))
-        except Exception:  # noqa: BLE001
-            self._once("shutdown", "auditor: shutdown failed", exc_info=True)
-
-    # The worker thread.
-
-    def _run(self) -> None:
-        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-        try:
-            while True:
-                self._wake.wait(self._delay)
-                self._wake.clear()
-                stop = self._stop
-                waiters = []
-                while self._waiters:
-                    waiters.append(self._waiters.popleft())
-                try:
-                    self._cycle(flush=stop or bool(waiters))
-                    if stop:
-                        self._report(self.detector.finish())
-                        self._persist(force=True)
-                        self._publish_counts()
-                except Exception:  # noqa: BLE001 - keep auditing whatever comes next
-                    self._once("cycle", "auditor: the live audit failed on a batch of spans", exc_info=True)
-                for w in waiters:
-                    w.set()
-                if stop:
-                    return
-        finally:
-            detach(token)
-
-    def _cycle(self, flush: bool) -> None:
-        now = time.monotonic()
-        queue = self._queue
-        n = len(queue)
-        persist = self._db is not None
-        observed, pending, counter, push = self._observed, self._pending, self._counter, heapq.heappush
-        for _ in range(n):
-            span = queue.popleft()
-            try:
-                events = None if persist else span_events(span)
-                if events is not None:
-                    for event in events:  # _admit_event, inlined: this loop runs per event
-                        key = event.workflow_key
-                        if key in observed:
-                            self._admit_observed(key, event)
-                            continue
-                        if event.attrs is not None:
-                            self._lower((key, event.seq), Confidence.MEDIUM)
-                        heap = pending.get(key)
-                        if heap is None:
-                            heap = pending[key] = []
-                        push(heap, (event.seq, "", next(counter), now, event))
-                    continue
-                records = span_records(span)
-            except Exception:  # noqa: BLE001
-                self.unmapped += 1
-                self._once("map", "auditor: a span could not be mapped; it is not audited", exc_info=True)
-                continue
-            for rec in records:
-                self._record_line += 1
-                if persist:
-                    self._records.append((self._record_line, rec))
-                self._admit(rec, now)
-        self._release(now, flush)
-        if self.detector.spilled:
-            spilled, self.detector.spilled = self.detector.spilled, []
-            self._report(spilled)
-            self._once("evicted", "auditor: more than %d workflow keys are live; the least recently seen "
-                       "are forgotten (their open attempts reported now); raise max_workflow_keys",
-                       self._max_keys)
-        if len(self._observed) > self._max_keys:
-            self._observed.clear()
-        if self._db is not None and (flush or now - self._last_persist >= self._persist_interval
-                                     or len(self._records) >= self._max_queue_size):
-            self._persist(force=flush)
-        if self.dropped_spans and "dropped" not in self._logged:
-            self._once("dropped", "auditor: span queue full (max_queue_size=%d): ownership spans are being "
-                       "dropped and not audited; raise max_queue_size or audit the Collector's files",
-                       self._max_queue_size)
-        self._publish_counts()
-
-    def _admit(self, rec: dict[str, Any], now: float) -> None:
-        """One record from span_records: checked, then queued for the detector."""
-        key = rec.get("workflow_key")
-        try:
-            if key in self._observed or (rec.get("seq") is None and isinstance(key, str)):
-                self._admit_observed(key, event_from_record(rec, seq=0, vocabulary=self._vocabulary))
-            else:
-                self._admit_event(event_from_record(rec, vocabulary=self._vocabulary), now)
-        except MappingError as e:
-            self.unmapped += 1
-            self._once("unmapped:" + str(e), "auditor: ownership evidence not audited live: %s "
-                       "(the store quarantines it with this reason)", e)
-        except Exception:  # noqa: BLE001 - e.g. an unhashable key: skip this record, keep the batch
-            self.unmapped += 1
-            self._once("admit", "auditor: a record could not be audited live", exc_info=True)
-
-    def _admit_event(self, event: Event, now: float) -> None:
-        """Hold ``event`` in its key's reorder heap (seq order) until the window passes."""
-        if event.attrs is not None and event.attrs.get("otel.capped"):
-            self._lower((event.workflow_key, event.seq), Confidence.MEDIUM)
-        heap = self._pending.get(event.workflow_key)
-        if heap is None:
-            heap = self._pending[event.workflow_key] = []
-        heapq.heappush(heap, (event.seq, event.event_id or "", next(self._counter), now, event))
-
-    def _admit_observed(self, key: str, event: Event) -> None:
-        """A key without seq is ordered by arrival, as the batch audit orders it by file position."""
-        last = self._observed.get(key)
-        if last is None:
-            last = self._last_fed_seq(key) or 0
-        self._observed[key] = last + 1
-        event = (event._replace(seq=last + 1) if isinstance(event, LiveEvent)
-                 else dataclasses.replace(event, seq=last + 1))
-        self._lower((key, event.seq), Confidence.LOW)
-        self._feed(event)  # arrival order is the order: nothing to wait for
-
-    def _lower(self, where: tuple[str, int], confidence: Confidence) -> None:
-        if len(self._lowered) > 100_000:  # bounded: old marks go first
-            self._lowered.clear()
-        if self._lowered.get(where) is not Confidence.LOW:
-            self._lowered[where] = confidence
-
-    def _last_fed_seq(self, key: str) -> int | None:
-        st = self.detector._keys.get(key)  # noqa: SLF001 - same package, read-only
-        return None if st is None else st.last_seq
-
-    def _release(self, now: float, flush: bool) -> None:
-        horizon = now - self._window
-        feed = self.detector.feed
-        pending = self._pending
-        pop = heapq.heappop
-        for k in list(pending):
-            heap = pending[k]
-            while heap and (flush or heap[0][3] <= horizon):
-                found = feed(pop(heap)[4])
-                if found:
-                    self._report(found)
-            if not heap:
-                del pending[k]
-
-    def _feed(self, event: Event) -> None:
-        found = self.detector.feed(event)
-        if found:
-            self._report(found)
-
-    def _report(self, findings: list[Finding]) -> None:
-        for f in findings:
-            self.findings.append(f)
-            if self._metrics is not None:
-                self._metrics.finding(f)
-            try:
-                self._warn(f)
-            except Exception:  # noqa: BLE001
-                self._once("warn", "auditor: could not log a finding", exc_info=True)
-            if self._on_finding is not None:
-                try:
-                    self._on_finding(f)
-                except Exception:  # noqa: BLE001 - the user's callback must not stop the audit
-                    self._once("callback", "auditor: the on_finding callback raised", exc_info=True)
-
-    def confidence(self, f: Finding) -> Confidence:
-        """How far the live evidence of ``f`` can be trusted (SPEC section 3, per finding)."""
-        lowered = [self._lowered.get((f.workflow_key, s)) for s in (f.seq, f.receipt_seq) if s is not None]
-        if Confidence.LOW in lowered:
-            return Confidence.LOW
-        if Confidence.MEDIUM in lowered or (f.kind is Kind.EFFECT_COMMITTED and f.reporter == "worker"):
-            return Confidence.MEDIUM
-        return Confidence.HIGH
-
-    def witness(self, f: Finding) -> str:
-        """The witness sentence of one finding, in the words of ``explain.witness``."""
-        from ..explain import witness
-
-        transition = None
-        if f.transition_seq is not None:
-            transition = self._owner_at(f.workflow_key, f.transition_seq)
-        return witness(transition, f.transition_seq, [f])
-
-    def _owner_at(self, key: str, seq: int) -> Owner | None:
-        st = self.detector._keys.get(key)  # noqa: SLF001 - same package, read-only
-        if st is None:
-            return None
-        for s, epoch, worker in zip(st.rec_seqs, st.rec_epochs, st.rec_workers):
-            if s == seq:
-                return Owner(worker, epoch)
-        return None
-
-    def _warn(self, f: Finding) -> None:
-        confidence = self.confidence(f)
-        self._log.warning(
-            "split-brain %s on %s at seq %d (confidence %s): %s", f.grade.value, f.workflow_key, f.seq,
-            confidence.value, self.witness(f),
-            extra={"ownership.grade": f.grade.value, "ownership.workflow_key": f.workflow_key,
-                   "ownership.seq": f.seq, "ownership.epoch": f.epoch, "auditor.finding_id": f.id,
-                   "auditor.incident_id": f.incident_id, "auditor.confidence": confidence.value})
-
-    def _persist(self, force: bool) -> None:
-        if not self._records:
-            return
-        from ..store import Store, StoreError, StoreLocked
-
-        batch, self._records = self._records, []
-        try:
-            with Store(self._db, lock_timeout=2.0 if force else 0.2, vocabulary=self._vocabulary) as store:
-                store.append_records(self._store_source(), batch)
-            self.persisted += len(batch)
-            self._last_persist = time.monotonic()
-        except StoreLocked:
-            self._records = batch + self._records
-            overflow = len(self._records) - 4 * self._max_queue_size
-            if overflow > 0:
-                del self._records[:overflow]
-                self.persist_failures += overflow
-            self._once("locked", "auditor: %s is locked by another process; records are kept and "
-                       "appended when it is free", self._db)
-        except (StoreError, OSError, ValueError) as e:
-            self.persist_failures += len(batch)
-            self._once("persist:" + type(e).__name__, "auditor: could not persist to %s: %s", self._db, e)
-
-    def _store_source(self) -> str:
-        return self._source_name or f"otel:pid-{os.getpid()}"
-
-    def _publish_counts(self) -> None:
-        if self._metrics is None:
-            return
-        d = self.detector
-        now = (d.reclaims, d.stale_events, self.dropped_spans)
-        before = self._reported
-        self._reported = now
-        self._metrics.counts(now[0] - before[0], now[1] - before[1], now[2] - before[2])
-
-    def _once(self, key: str, msg: str, *args: Any, exc_info: bool = False) -> None:
-        if key in self._logged:
-            return
-        try:
-            self._logged.add(key)
-            self._log.warning(msg, *args, exc_info=exc_info)
-        except Exception:  # noqa: BLE001 - even a broken logging setup must not escape
-            pass
-
+        self.capped_spans += 1
+        self._limited("auditor: span %r hit the SDK's span limits with ownership evidence on it "
+                      "(%d events dropped, the oldest first): evidence may be lost; raise "
+                      "OTEL_SPAN_EVENT_COUNT_LIMIT or record evidence as log records "
+                      "(auditor.otel.ownership)", getattr(span, "name", "?"), dropped)

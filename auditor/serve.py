@@ -1,0 +1,280 @@
+"""``auditor serve``: an OTLP/HTTP receiver that audits every sender's evidence live.
+
+The door for fleets: workers (or the OpenTelemetry Collector in front of them) export spans and
+log records with an ``otlphttp`` exporter to ``POST /v1/traces`` and ``POST /v1/logs`` (protobuf
+or JSON, optionally gzip). Each request is decoded to canonical records (``otel.otlp_proto`` or
+the OTLP JSON reader, both on ``otel.mapping``) and handed whole to the live audit's core
+(``otel.core.LiveAudit``: reorder window, live detector, one alert per incident, batched appends
+to the DuckDB store). ``GET /findings`` and ``GET /incidents`` answer with the JSON document's
+lists, from the batch audit of the store, so they are exactly ``auditor report --db``'s.
+
+Memory is bounded: a request body is at most ``max_body_bytes`` (decompressed too), at most
+``max_queue`` requests wait for the worker, and past that a request is refused with
+``429 Too Many Requests`` and ``Retry-After`` (the OTLP exporters retry it), never dropped.
+Shutdown (SIGINT, SIGTERM) stops accepting, audits and stores what was accepted, then exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import asynccontextmanager
+import tempfile
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .otel.core import LiveAudit
+from .otel.metrics import _version
+
+_logger = logging.getLogger("auditor.serve")
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+class _RecordAudit(LiveAudit):
+    """The core over batches of canonical records (one item per accepted request)."""
+
+    def _records_of(self, item: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return item
+
+
+@dataclass
+class ServeConfig:
+    """What ``auditor serve`` runs with; ``db`` None means a temporary store removed on exit."""
+
+    db: Path | None = None
+    vocabulary: Path | None = None
+    max_body_bytes: int = 16 << 20
+    max_queue: int = 64
+    retry_after_seconds: int = 1
+    reorder_window_millis: float = 1000.0
+    max_workflow_keys: int = 100_000
+
+
+class Receiver:
+    """The receiver's state: the live audit, the store path, and its own counters.
+
+    ``accept(signal, body, content_type, encoding)`` is the whole ingest path (thread safe,
+    O(request)); the ASGI app in ``app()`` only moves bytes in and out.
+    """
+
+    def __init__(self, config: ServeConfig) -> None:
+        self.config = config
+        self._tmp = None
+        if config.db is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="auditor-serve-")
+            self.db = Path(self._tmp.name) / "serve.duckdb"
+        else:
+            self.db = Path(config.db)
+        self.audit = _RecordAudit(db=self.db, vocabulary=config.vocabulary, max_queue_size=config.max_queue,
+                                  reorder_window_millis=config.reorder_window_millis,
+                                  max_workflow_keys=config.max_workflow_keys, source_name="otlp:serve",
+                                  logger=logging.getLogger("auditor.otel"))
+        self.records = 0
+        self.refused = 0
+        self.bad_items = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        from opentelemetry.metrics import get_meter_provider
+
+        meter = get_meter_provider().get_meter("auditor.serve", _version())
+        self._requests = meter.create_counter("auditor.serve.requests", unit="{request}",
+                                              description="OTLP export requests, by signal and HTTP status")
+        self._records_counter = meter.create_counter("auditor.serve.records", unit="{record}",
+                                                     description="Ownership records accepted")
+
+    def accept(self, signal: str, body: bytes, content_type: str, encoding: str) -> tuple[int, bytes, str, dict]:
+        """One export request -> ``(status, body, content type, headers)``."""
+        status, out, ctype, headers = self._accept(signal, body, content_type, encoding)
+        self._requests.add(1, {"signal": signal, "http.response.status_code": status})
+        return status, out, ctype, headers
+
+    def _accept(self, signal: str, body: bytes, content_type: str, encoding: str) -> tuple[int, bytes, str, dict]:
+        ctype = JSON if content_type.startswith(JSON) else PROTOBUF
+        if self._closed:
+            return 503, _error(ctype, "shutting down"), ctype, {"Retry-After": str(self.config.retry_after_seconds)}
+        if encoding == "gzip":
+            try:
+                body = _gunzip(body, self.config.max_body_bytes)
+            except ValueError as e:
+                return 413, _error(ctype, str(e)), ctype, {}
+            except (OSError, EOFError, zlib.error):
+                return 400, _error(ctype, "body is not valid gzip"), ctype, {}
+        elif encoding not in ("", "identity"):
+            return 415, _error(ctype, f"Content-Encoding {encoding!r} is not supported; use gzip"), ctype, {}
+        if not (content_type.startswith(JSON) or content_type.startswith(PROTOBUF)):
+            return 415, _error(JSON, f"Content-Type {content_type!r}: send {PROTOBUF} or {JSON}"), JSON, {}
+        try:
+            records, reasons = _decode(signal, body, ctype)
+        except ValueError as e:
+            return 400, _error(ctype, str(e)), ctype, {}
+        if records and not self.audit._enqueue(records, refuse=True):  # noqa: SLF001 - the core's door
+            with self._lock:
+                self.refused += 1
+            return 429, _error(ctype, "the audit queue is full; retry later"), ctype, {
+                "Retry-After": str(self.config.retry_after_seconds)}
+        with self._lock:
+            self.records += len(records)
+            self.bad_items += len(reasons)
+        if records:
+            self._records_counter.add(len(records), {"signal": signal})
+        return 200, _success(signal, ctype, len(reasons), reasons[0] if reasons else ""), ctype, {}
+
+    def health(self) -> dict[str, Any]:
+        a = self.audit
+        return {"status": "shutting_down" if self._closed else "ok", "records": self.records,
+                "refused_requests": self.refused, "unreadable_items": self.bad_items, "queue": len(a._queue),  # noqa: SLF001
+                "findings_live": len(a.findings), "unmapped": a.unmapped, "persisted": a.persisted,
+                "persist_failures": a.persist_failures, "late_events": a.detector.late_events,
+                "evicted_keys": a.detector.evicted_keys}
+
+    def document_list(self, key: str) -> bytes:
+        """``key`` ("findings" or "incidents") of the batch audit of everything accepted so far."""
+        from . import report
+        from .errors import NoEvents
+        from .render.json import render_json
+
+        self.audit.force_flush()
+        try:
+            result = report(self.db, lock_timeout=30.0)
+        except NoEvents:
+            return b"[]"
+        try:
+            return orjson.dumps(orjson.loads(render_json(result))[key])
+        finally:
+            store = getattr(result, "store", None)
+            if store is not None:
+                store.close()
+
+    def close(self) -> None:
+        """Stop accepting, audit and store everything accepted. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.audit.shutdown()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = d.decompress(body, limit + 1)
+    if len(out) > limit or d.unconsumed_tail:
+        raise ValueError(f"decompressed body is over {limit} bytes")
+    if not d.eof:
+        raise zlib.error("truncated")
+    return out
+
+
+def _decode(signal: str, body: bytes, ctype: str) -> tuple[list[dict[str, Any]], list[str]]:
+    if ctype == JSON:
+        from .ingest.otlp import request_records
+
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise ValueError("body is not valid JSON") from None
+        return request_records(doc)
+    from google.protobuf.message import DecodeError
+
+    from .otel.otlp_proto import log_records, trace_records
+
+    try:
+        return (trace_records(body) if signal == "traces" else log_records(body)), []
+    except DecodeError:
+        raise ValueError(f"body is not an OTLP protobuf {signal} export request") from None
+
+
+def _success(signal: str, ctype: str, rejected: int, message: str) -> bytes:
+    if ctype == JSON:
+        if not rejected:
+            return b"{}"
+        field = "rejectedSpans" if signal == "traces" else "rejectedLogRecords"
+        return orjson.dumps({"partialSuccess": {field: str(rejected), "errorMessage": message}})
+    if signal == "traces":
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse as Response
+    else:
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse as Response
+    r = Response()
+    if rejected:
+        if signal == "traces":
+            r.partial_success.rejected_spans = rejected
+        else:
+            r.partial_success.rejected_log_records = rejected
+        r.partial_success.error_message = message
+    return r.SerializeToString()
+
+
+def _error(ctype: str, message: str) -> bytes:
+    if ctype == JSON:
+        return orjson.dumps({"code": 3, "message": message})
+    from google.rpc.status_pb2 import Status
+
+    return Status(code=3, message=message).SerializeToString()
+
+
+def app(receiver: Receiver):
+    """The ASGI application (Starlette) over ``receiver``."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    limit = receiver.config.max_body_bytes
+
+    async def export(request: Request, signal: str) -> Response:
+        size = request.headers.get("content-length")
+        if size is not None and size.isdigit() and int(size) > limit:
+            return Response(status_code=413)
+        chunks, total = [], 0
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                return Response(status_code=413)
+            chunks.append(chunk)
+        status, body, ctype, headers = receiver.accept(
+            signal, b"".join(chunks), request.headers.get("content-type", ""),
+            request.headers.get("content-encoding", "").strip().lower())
+        return Response(body, status_code=status, media_type=ctype, headers=headers)
+
+    async def traces(request: Request) -> Response:
+        return await export(request, "traces")
+
+    async def logs(request: Request) -> Response:
+        return await export(request, "logs")
+
+    async def listing(request: Request) -> Response:
+        key = request.url.path.strip("/")
+        return Response(await run_in_threadpool(receiver.document_list, key), media_type=JSON)
+
+    async def health(request: Request) -> Response:
+        h = receiver.health()
+        return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        yield
+        await run_in_threadpool(receiver.close)
+
+    return Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/v1/logs", logs, methods=["POST"]),
+                             Route("/findings", listing), Route("/incidents", listing),
+                             Route("/healthz", health)], lifespan=lifespan)
+
+
+def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 4318) -> None:
+    """Run the receiver until SIGINT or SIGTERM (blocking); the store holds everything accepted."""
+    import uvicorn
+
+    receiver = Receiver(config)
+    try:
+        uvicorn.run(app(receiver), host=host, port=port, log_level=os.environ.get("AUDITOR_SERVE_LOG", "warning"),
+                    timeout_graceful_shutdown=30)
+    finally:
+        receiver.close()
