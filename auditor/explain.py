@@ -37,13 +37,20 @@ def at(f: Finding) -> str:
     return f"seq {f.seq}" if f.seq is not None else f"position {f.position} (no seq)"
 
 
+def at_position(position: int, observed: bool) -> str:
+    """A position of a key's order (``transition_seq``, ``receipt_seq``) in the words of ``at``."""
+    return f"position {position}" if observed else f"seq {position}"
+
+
 def witness(transition: Owner | None, transition_seq: int | None, findings: list[Finding]) -> str:
     """One sentence: who took over, what the displaced owner then did, and what that means."""
     stale = [f for f in findings if f.grade is not _DOUBLE]
     doubles = [f for f in findings if f.grade is _DOUBLE]
     parts = []
+    observed = any(f.seq is None for f in findings)  # a key without seq: positions, not seqs
     if transition is not None and transition_seq is not None:
-        parts.append(f"{owner(transition.worker, transition.epoch)} was acquired at seq {transition_seq}")
+        parts.append(f"{owner(transition.worker, transition.epoch)} was acquired at "
+                     f"{at_position(transition_seq, observed)}")
     worst = max(stale, key=lambda f: (_RANK[f.grade], -f.position), default=None)
     if worst is not None:
         what = _VERBS[worst.kind]
@@ -52,7 +59,7 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
         if worst.grade is _ACTIVITY:
             tail = "a displaced process is still running"
         elif worst.grade is _REJECTED:
-            tail = (f"the sink rejected it at seq {worst.receipt_seq}: the fence held"
+            tail = (f"the sink rejected it at {at_position(worst.receipt_seq, observed)}: the fence held"
                     if worst.receipt_seq != worst.position else "the sink rejected it: the fence held")
         elif worst.grade is _ATTEMPT:
             tail = ("it was then committed: the fence did not stop it" if worst.outcome is _COMMITTED
@@ -66,7 +73,7 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
         earlier = ("epoch " if len(others) == 1 else "epochs ") + " and ".join(
             (", ".join(others[:-1]), others[-1]) if len(others) > 1 else others)
         label = "its step" if d.unstable_effect_key and d.effect_key is None else d.effect_key
-        if worst is not None and worst.seq == d.seq:  # the stale commit above is this second commit
+        if worst is not None and worst.position == d.position:  # the stale commit above is this second commit
             extra = f" {earlier.capitalize()} had already committed {label}: the effect happened twice"
         else:
             extra = (f" Epoch {d.epoch} ({d.worker or 'unknown'}) committed {label} again at {at(d)} "

@@ -661,3 +661,41 @@ def test_read_otlp_reads_the_file_exporters_zstd_layouts(tmp_path):
         assert done.returncode == 1, done.stderr
         assert [(f["grade"], f["workflow_key"], f["seq"])
                 for f in json.loads(done.stdout)["findings"]] == SEED_FINDINGS
+
+
+def test_seqless_evidence_is_low_confidence_and_named_by_position(caplog):
+    """A key whose spans carry no seq is ordered by arrival, as the batch audit orders a log without
+    seq by file position: its findings report no seq, a position, and confidence low (rules.confidence)."""
+    processor = AuditSpanProcessor()
+    tracer = provider_with(processor).get_tracer("t")
+    with caplog.at_level(logging.WARNING, logger="auditor"):
+        for e in SEED:
+            attrs = {"ownership.event": e["kind"], **ownership(e, "workflow_key", "epoch", "worker", "effect_key")}
+            with tracer.start_as_current_span("step", attributes=attrs):
+                pass
+        processor.force_flush()
+    # Positions are arrival ranks within the key (the seed's other key interleaves, so they are not
+    # its seqs), as the batch audit of the same log without seq numbers them.
+    assert [(f.grade.value, f.seq, f.position) for f in processor.findings] == [
+        ("stale_activity", None, 4), ("stale_attempt", None, 5), ("stale_commit", None, 6),
+        ("double_commit", None, 7)]
+    assert {processor.confidence(f) for f in processor.findings} == {Confidence.LOW}
+    first = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("split-brain"))
+    assert first.startswith("split-brain stale_activity on ledger/export/2026-07-26 at position 4 (no seq) "
+                            "(confidence low): epoch 18 (beta) was acquired at position 3; ")
+
+
+def test_seqless_log_batch_witness_names_positions(tmp_path):
+    log = tmp_path / "noseq.jsonl"
+    log.write_text("".join(json.dumps({k: v for k, v in e.items() if k != "seq"}) + "\n" for e in SEED))
+    with audit(log) as result:
+        assert [(f.grade.value, f.seq, f.position) for f in result.findings] == [
+            ("stale_activity", None, 4), ("stale_attempt", None, 5), ("stale_commit", None, 6),
+            ("double_commit", None, 7)]
+        [incident] = result.incidents
+    assert incident.confidence is Confidence.LOW
+    assert incident.witness == (
+        "epoch 18 (beta) was acquired at position 3; epoch 17 (alpha) then committed "
+        "release-index/2026-07-26 at position 6 (no seq): a displaced owner changed the outside world. "
+        "Epoch 18 (beta) committed release-index/2026-07-26 again at position 7 (no seq) after epoch 17 "
+        "had: the effect happened twice.")

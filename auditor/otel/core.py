@@ -31,7 +31,8 @@ from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach,
 from opentelemetry.util._once import Once
 
 from ..detect.live import LiveDetector, LiveEvent
-from ..model import Confidence, Event, Finding, Kind, Owner
+from ..model import Confidence, Event, Finding, Owner
+from ..rules import confidence as rule_confidence
 from ..vocabulary import DEFAULT, Vocabulary, vocabulary_of
 from .convert import MappingError, event_from_record, record_event
 from .metrics import Metrics
@@ -309,8 +310,8 @@ class LiveAudit:
         if last is None:
             last = self._last_fed_seq(key) or 0
         self._observed[key] = last + 1
-        event = (event._replace(seq=last + 1) if isinstance(event, LiveEvent)
-                 else dataclasses.replace(event, seq=last + 1))
+        event = (event._replace(seq=last + 1, observed=True) if isinstance(event, LiveEvent)
+                 else dataclasses.replace(event, seq=last + 1, observed=True))
         self._lower((key, event.seq), Confidence.LOW)
         self._feed(event)  # arrival order is the order: nothing to wait for
 
@@ -375,12 +376,8 @@ class LiveAudit:
 
     def confidence(self, f: Finding) -> Confidence:
         """How far the live evidence of ``f`` can be trusted (SPEC section 3, per finding)."""
-        lowered = [self._lowered.get((f.workflow_key, s)) for s in (f.seq, f.receipt_seq) if s is not None]
-        if Confidence.LOW in lowered:
-            return Confidence.LOW
-        if Confidence.MEDIUM in lowered or (f.kind is Kind.EFFECT_COMMITTED and f.reporter == "worker"):
-            return Confidence.MEDIUM
-        return Confidence.HIGH
+        lowered = [self._lowered.get((f.workflow_key, s)) for s in (f.position, f.receipt_seq) if s is not None]
+        return rule_confidence([f], observed=Confidence.LOW in lowered, capped=Confidence.MEDIUM in lowered)
 
     def witness(self, f: Finding) -> str:
         """The witness sentence of one finding, in the words of ``explain.witness``."""
@@ -401,9 +398,11 @@ class LiveAudit:
         return None
 
     def _warn(self, f: Finding) -> None:
+        from ..explain import at
+
         confidence = self.confidence(f)
         self._log.warning(
-            "split-brain %s on %s at seq %d (confidence %s): %s", f.grade.value, f.workflow_key, f.seq,
+            "split-brain %s on %s at %s (confidence %s): %s", f.grade.value, f.workflow_key, at(f),
             confidence.value, self.witness(f),
             extra={"ownership.grade": f.grade.value, "ownership.workflow_key": f.workflow_key,
                    "ownership.seq": f.seq, "ownership.epoch": f.epoch, "auditor.finding_id": f.id,
