@@ -486,6 +486,11 @@ def serve(
         if not quiet:
             typer.echo(f"auditor serve: OTLP/HTTP on http://{host}:{port}/v1/traces and /v1/logs; "
                        f"findings at /findings, store {db or 'temporary'}", err=True)
+        from .interrupt import default_signals
+
+        # The server shuts down gracefully on SIGINT/SIGTERM (flushing the store) and then ends
+        # by the signal, as uvicorn does: the batch commands' one-line handling is not for it.
+        default_signals()
         run(ServeConfig(db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20),
             host=host, port=port)
 

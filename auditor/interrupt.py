@@ -68,6 +68,12 @@ def handled() -> Iterator[None]:
                 signal.signal(sig, old)
 
 
+def default_signals() -> None:
+    """Give the signals back to their defaults, for a command that handles them itself (serve)."""
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @contextmanager
 def quiet_pipe() -> Iterator[None]:
     """Writing to standard output whose reader went away (``| head``): stop writing, quietly.
