@@ -8,18 +8,24 @@ people: what each grade means and asks for is a rule, in ``rules``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 
 class Kind(StrEnum):
-    """The five canonical event kinds (SPEC section 2)."""
+    """The canonical event kinds: the five of SPEC section 2, then section 8's authority kinds."""
 
     LEASE_ACQUIRED = "lease_acquired"
     PROGRESS = "progress"
     EFFECT_ATTEMPTED = "effect_attempted"
     EFFECT_COMMITTED = "effect_committed"
     OUTCOME_VERIFIED = "outcome_verified"
+    AUTHORITY_GRANTED = "authority_granted"
+    AUTHORITY_REVOKED = "authority_revoked"
+    RESUMED = "resumed"
+    REVALIDATED = "revalidated"
+    EFFECT_COMPENSATED = "effect_compensated"
 
 
 class SinkResult(StrEnum):
@@ -125,6 +131,14 @@ class Event:
     file: str | None = None
     line: int | None = None
     observed: bool = False
+    # SPEC section 7 (lease health) and section 8 (authority): optional, None when not given.
+    lease_until: datetime | None = None
+    heartbeat: str | None = None     # "ok" | "lost"
+    reason: str | None = None
+    authority_id: str | None = None
+    expires_at: datetime | None = None
+    scope: str | None = None         # as written, or an object's JSON text
+    decision: str | None = None      # "continue" | "pause" | "terminate"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from .vocabulary import (DEFAULT, EFFECT_KINDS, FIELDS, INTEGER_FIELDS, PAYLOAD_KEYS, REASONS,
-                         REPORTERS, SINK_RESULTS, TS_MILLIS_FROM, UNKNOWN_SINK_RESULT, Vocabulary,
+from .vocabulary import (AUTHORITY_ID_KINDS, DECISIONS, DEFAULT, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS,
+                         HEARTBEATS, INTEGER_FIELDS, JSON_TEXT_FIELDS, PAYLOAD_KEYS, REASONS, REPORTERS,
+                         SINK_RESULTS, TIME_FIELDS, TS_MILLIS_FROM, UNKNOWN_SINK_RESULT, Vocabulary,
                          guess_kind, name_key)
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")      # [0-9]: ASCII digits only, never other scripts' digits
@@ -150,8 +151,10 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
             continue
         f, prio = hit
         if isinstance(value, (dict, list)):
-            nested.append((f, name, value))
-            continue
+            if f not in JSON_TEXT_FIELDS:
+                nested.append((f, name, value))
+                continue
+            value = _json_text(value)
         if value is None or (isinstance(value, str) and not value.strip()):
             continue  # empty is absent: the next alias may fill the field
         prev = seen.get((f, prio))
@@ -166,7 +169,7 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
     get = {f: v for f, (_, v) in chosen.items()}.get
 
     raw_kind = get("kind")
-    kind = implied = None
+    kind, implied = None, {}
     if raw_kind is not None:
         hit = vocabulary.kind_of(_text(raw_kind))
         if hit is not None:
@@ -197,7 +200,7 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
             epoch = _as_int("epoch", epoch)
             if epoch < 0:
                 raise Rejected(reason("negative_epoch", value=epoch))
-        else:
+        elif kind not in EPOCH_OPTIONAL_KINDS:
             raise Rejected(reason("epoch_missing", kind=kind))
     effect_key = get("effect_key")
     if effect_key is not None:
@@ -205,9 +208,19 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
     elif kind in EFFECT_KINDS:
         raise Rejected(reason("effect_key_missing", kind=kind))
 
+    authority_id = get("authority_id")
+    if authority_id is not None:
+        authority_id = _as_key("authority_id", authority_id)
+    elif kind in AUTHORITY_ID_KINDS:
+        raise Rejected(reason("authority_id_missing", kind=kind))
+    decision = _choice(get("decision"), DECISIONS)
+    if kind == "revalidated" and decision is None:
+        given = get("decision")
+        raise Rejected(reason("decision_missing", value="missing" if given is None else f'"{_shown(given, 40)}"'))
+
     sink_result = None
     if kind == "effect_attempted":
-        sink_result = implied
+        sink_result = implied.get("sink_result")
         if sink_result is None and (given := get("sink_result")) is not None:
             sink_result = _text(given).strip().lower()
             if sink_result not in SINK_RESULTS:
@@ -227,8 +240,45 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
         v = get(f)
         out[f] = None if v is None else _text(v)
     out["sink_result"], out["reporter"], out["ts"], out["ts_epoch"] = sink_result, reporter, ts, ts_epoch
+    # Sections 7 and 8: descriptive, so an unknown value is dropped and never costs the line.
+    for f in TIME_FIELDS:
+        out[f] = _instant(get(f))
+    out["heartbeat"] = implied.get("heartbeat") or _choice(get("heartbeat"), HEARTBEATS)
+    out["decision"], out["authority_id"] = decision, authority_id
+    for f in ("reason", "scope"):
+        v = get(f)
+        out[f] = None if v is None else _text(v)
     out["attrs"] = _attrs(inner, extra, keep_payloads) if (inner is not None or extra) else None
     return out
+
+
+def _choice(v: Any, allowed: tuple[str, ...]) -> str | None:
+    """A value from a closed list, compared case-insensitively; None when absent or unknown."""
+    if v is None or isinstance(v, bool):
+        return None
+    text = _text(v).strip().lower()
+    return text if text in allowed else None
+
+
+def _instant(v: Any) -> str | None:
+    """An instant field (``lease_until``, ``expires_at``) as text DuckDB casts to TIMESTAMPTZ:
+    as written, or epoch seconds/milliseconds (the rule of ``ts``) written out in UTC."""
+    if v is None:
+        return None
+    text, seconds = _ts(v)
+    if seconds is None:
+        return text
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
+
+
+def _json_text(v: Any) -> str:
+    """An object or array field value (``scope``) as its JSON text, keys sorted."""
+    try:
+        return json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (ValueError, RecursionError):
+        return json.dumps(ATTRS_ERROR)
 
 
 def _ts(v: Any) -> tuple[str | None, float | None]:
@@ -346,16 +396,17 @@ def _shallow_members(text: str) -> list[tuple[str, Any]]:
     raise Rejected(reason("not_json"))
 
 
-_OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "reason")
+_OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "rejected")
 
 
 def normalize_line(text: str, vocabulary: Vocabulary = DEFAULT, keep_payloads: bool = False) -> str:
     """``normalize`` of one JSON line as the JSON object the store's SQL reads back: the
-    canonical fields, ``ts_epoch``, ``attrs`` (JSON text) and ``reason`` (null for an event)."""
+    canonical fields, ``ts_epoch``, ``attrs`` (JSON text) and ``rejected`` (the quarantine reason,
+    null for an event; ``reason`` is a canonical field of its own)."""
     try:
         out = normalize(parse_line(text), vocabulary, keep_payloads)
     except Rejected as e:
-        return json.dumps({"reason": str(e)})
+        return json.dumps({"rejected": str(e)})
     attrs = out["attrs"]
     if attrs is not None:
         try:
@@ -367,6 +418,6 @@ def normalize_line(text: str, vocabulary: Vocabulary = DEFAULT, keep_payloads: b
 
 #: The shape ``normalize_line``'s output is read back with (DuckDB ``json_transform``).
 SQL_SHAPE = json.dumps({**{f: "VARCHAR" for f in FIELDS}, "seq": "BIGINT", "epoch": "BIGINT",
-                        "ts_epoch": "DOUBLE", "attrs": "VARCHAR", "reason": "VARCHAR"})
+                        "ts_epoch": "DOUBLE", "attrs": "VARCHAR", "rejected": "VARCHAR"})
 assert set(json.loads(SQL_SHAPE)) == set(_OUT_FIELDS)
 assert INTEGER_FIELDS == {f for f, t in json.loads(SQL_SHAPE).items() if t == "BIGINT"}

@@ -32,7 +32,8 @@ from .model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind, Quara
                     SinkResult, SkippedPath)
 from .rules import stable_id
 from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
-from .vocabulary import EFFECT_KINDS, FIELDS, KINDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of
+from .vocabulary import (CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, KINDS, OPTIONAL_FIELDS, REASONS,
+                         REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of)
 from .sql import statements
 
 if TYPE_CHECKING:
@@ -92,9 +93,10 @@ def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
 
 #: The stage query's lists, from the vocabulary, bound as parameters (never spliced into the SQL).
 _STAGE_PARAMS = {
-    "fast_shape": json.dumps({f: "JSON" if f == "workflow_key" else "VARCHAR" for f in (*FIELDS, "attrs")}
+    "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
                              | {"attrs": "JSON"}),
-    "names": [*FIELDS, "attrs"], "kinds": list(KINDS), "effect_kinds": sorted(EFFECT_KINDS),
+    "names": [*FIELDS, "attrs"], "kinds": [k for k in KINDS if k in CORE_KINDS],
+    "effect_kinds": sorted(EFFECT_KINDS), "heartbeats": list(HEARTBEATS), "decisions": list(DECISIONS),
     "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
     "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"],
 }
@@ -160,8 +162,24 @@ class Store:
             _VOCABULARY_BOXES[str(self.path)] = self._vocabulary
         if read_only:
             self._private_spill()
+            self._read_older_schema()
         else:
-            self.con.execute(SQL["schema"])
+            self.con.execute(SQL["schema"])  # adds what an older store lacks
+
+    def _read_older_schema(self) -> None:
+        """A store written before revision 2, opened read-only, cannot gain the optional columns:
+        read it through a temporary view that adds them as nulls (what such a store holds)."""
+        typed = {"lease_until": "TIMESTAMPTZ", "expires_at": "TIMESTAMPTZ"}
+        have = {r[0] for r in self.con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND table_name = 'events'").fetchall()}
+        missing = [f for f in OPTIONAL_FIELDS if f not in have]
+        if not have or not missing:
+            return
+        ((db,),) = self.con.execute("SELECT current_database()").fetchall()
+        added = ", ".join(f"NULL::{typed.get(f, 'VARCHAR')} AS {f}" for f in missing)
+        quoted = '"' + db.replace('"', '""') + '"'
+        self.con.execute(f"CREATE TEMP VIEW events AS SELECT *, {added} FROM {quoted}.main.events")
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -354,7 +372,8 @@ class Store:
             if parts:
                 raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)
-                staging = con.sql(SQL["stage"], params=[first, self.keep_payloads]).to_arrow_table()
+                staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=first,
+                                                            keep_payloads=self.keep_payloads)).to_arrow_table()
                 staging = staging.set_column(
                     staging.schema.get_field_index("source_id"), "source_id",
                     pc.cast(pc.shift_right(staging.column("obs"), 36), staging.schema.field("source_id").type))
@@ -506,10 +525,14 @@ def _cause(e: BaseException) -> str:
 
 
 def _event(row: tuple) -> Event:
-    seq, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs = row
+    """An ``event_columns`` row as an ``Event``."""
+    (seq, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs,
+     lease_until, heartbeat, reason, authority_id, expires_at, scope, decision) = row
     return Event(
         seq=seq, workflow_key=key, kind=Kind(kind), epoch=epoch, worker=worker,
         effect_key=effect_key, sink=sink,
         sink_result=SinkResult(sink_result) if sink_result else None,
         reporter=_REPORTERS.get(reporter, reporter),  # an unknown reporter is kept as given
-        step_id=step_id, ts=ts, event_id=eid, attrs=json.loads(attrs) if attrs else None)
+        step_id=step_id, ts=ts, event_id=eid, attrs=json.loads(attrs) if attrs else None,
+        lease_until=lease_until, heartbeat=heartbeat, reason=reason, authority_id=authority_id,
+        expires_at=expires_at, scope=scope, decision=decision)

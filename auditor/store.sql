@@ -31,8 +31,23 @@ CREATE TABLE IF NOT EXISTS events (
     ts_utc       TIMESTAMPTZ,      -- parsed, for durations and freshness only, never for order
     attrs        VARCHAR,          -- JSON text; payload-like fields hashed
     source_id    INTEGER NOT NULL,
-    line         BIGINT NOT NULL
+    line         BIGINT NOT NULL,
+    -- Revision 2, optional (SPEC sections 7 and 8); a store written before has them added below.
+    lease_until  TIMESTAMPTZ,      -- the lease expiry granted or extended
+    heartbeat    VARCHAR,          -- 'ok' | 'lost'
+    reason       VARCHAR,
+    authority_id VARCHAR,
+    expires_at   TIMESTAMPTZ,      -- the mandate's expiry (authority_granted)
+    scope        VARCHAR,
+    decision     VARCHAR           -- 'continue' | 'pause' | 'terminate' (revalidated)
 );
+ALTER TABLE events ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS heartbeat VARCHAR;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS reason VARCHAR;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS authority_id VARCHAR;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS scope VARCHAR;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS decision VARCHAR;
 CREATE TABLE IF NOT EXISTS quarantine (
     source_id INTEGER NOT NULL,
     line      BIGINT NOT NULL,
@@ -42,11 +57,12 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- name: stage
 -- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR);
 -- pos numbers the records of a source uniquely, bad is a reason a reader already found) normalized into the
--- staged rows (the columns of events, and reason); a row with a reason is quarantined, a row
--- without one is an event. Named parameters, all from auditor/vocabulary.py through store.py:
+-- staged rows (the columns of events, and rejected: the quarantine reason); a row with one is
+-- quarantined, a row without one is an event. Named parameters, all from auditor/vocabulary.py through store.py:
 -- $source_id, $keep_payloads, $fast_shape (json_transform structure of the canonical fields),
--- $names (the member names the fast path takes as written), $kinds, $effect_kinds,
--- $sink_results, $reporters, $slow_shape (auditor_normalize's output), $not_utf8, $not_json (reasons).
+-- $names (the member names the fast path takes as written), $kinds (those it takes: not the
+-- authority kinds), $effect_kinds, $sink_results, $reporters, $heartbeats, $decisions,
+-- $slow_shape (auditor_normalize's output), $not_utf8, $not_json (reasons).
 -- Speed matters here (every line of every log passes once): a line that opens an object right
 -- away, names each canonical field at most once, as written in the contract, with values of
 -- the right type and nothing to fix, is parsed once by json_transform (the fast path). Every
@@ -82,7 +98,15 @@ WITH decoded AS (
         AND (j.event_id IS NULL OR (trim(j.event_id) <> '' AND NOT starts_with(j.event_id, '{') AND NOT starts_with(j.event_id, '[')))
         AND (j.sink_result IS NULL OR list_contains($sink_results, j.sink_result))
         AND (j.reporter IS NULL OR list_contains($reporters, j.reporter))
-        AND (j.ts IS NULL OR try_cast(j.ts AS TIMESTAMPTZ) IS NOT NULL), false) AS fast
+        AND (j.ts IS NULL OR try_cast(j.ts AS TIMESTAMPTZ) IS NOT NULL)
+        AND (j.lease_until IS NULL OR try_cast(j.lease_until AS TIMESTAMPTZ) IS NOT NULL)
+        AND (j.expires_at IS NULL OR try_cast(j.expires_at AS TIMESTAMPTZ) IS NOT NULL)
+        AND (j.heartbeat IS NULL OR list_contains($heartbeats, j.heartbeat))
+        AND (j.decision IS NULL OR list_contains($decisions, j.decision))
+        AND (j.authority_id IS NULL OR (json_type(j.authority_id) = 'VARCHAR' AND trim(j.authority_id ->> '$') <> '')
+             OR json_type(j.authority_id) IN ('BIGINT', 'UBIGINT'))
+        AND (j.reason IS NULL OR (trim(j.reason) <> '' AND NOT starts_with(j.reason, '{') AND NOT starts_with(j.reason, '[')))
+        AND (j.scope IS NULL OR (trim(j.scope) <> '' AND NOT starts_with(j.scope, '{') AND NOT starts_with(j.scope, '['))), false) AS fast
     FROM (SELECT *, CASE WHEN j IS NOT NULL THEN json_keys(s) END AS keys FROM parsed)
 ), norm AS (
     SELECT line, pos, fast, j,
@@ -94,7 +118,7 @@ WITH decoded AS (
     FROM sorted
 ), picked AS (
     SELECT line, pos,
-           CASE WHEN fast THEN NULL ELSE coalesce(bad, n.reason) END AS reason,
+           CASE WHEN fast THEN NULL ELSE coalesce(bad, n.rejected) END AS rejected,
            CASE WHEN fast THEN try_cast(j.seq AS BIGINT) ELSE n.seq END AS seq,
            CASE WHEN fast THEN j.workflow_key ->> '$' ELSE n.workflow_key END AS workflow_key,
            CASE WHEN fast THEN j.kind ELSE n.kind END AS kind,
@@ -109,7 +133,14 @@ WITH decoded AS (
            CASE WHEN NOT fast THEN to_timestamp(n.ts_epoch) END AS ts_number,
            CASE WHEN fast THEN j.event_id ELSE n.event_id END AS event_id,
            CASE WHEN NOT fast THEN n.attrs
-                WHEN j.attrs IS NOT NULL THEN auditor_attrs('{"attrs":' || j.attrs || '}', $keep_payloads) END AS attrs
+                WHEN j.attrs IS NOT NULL THEN auditor_attrs('{"attrs":' || j.attrs || '}', $keep_payloads) END AS attrs,
+           try_cast(CASE WHEN fast THEN j.lease_until ELSE n.lease_until END AS TIMESTAMPTZ) AS lease_until,
+           CASE WHEN fast THEN j.heartbeat ELSE n.heartbeat END AS heartbeat,
+           CASE WHEN fast THEN j.reason ELSE n.reason END AS reason,
+           CASE WHEN fast THEN j.authority_id ->> '$' ELSE n.authority_id END AS authority_id,
+           try_cast(CASE WHEN fast THEN j.expires_at ELSE n.expires_at END AS TIMESTAMPTZ) AS expires_at,
+           CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
+           CASE WHEN fast THEN j.decision ELSE n.decision END AS decision
     FROM norm
 ), timed AS (
     -- An unparsable ts is dropped, the event stays (SPEC rev 2).
@@ -119,34 +150,44 @@ WITH decoded AS (
     FROM picked
 ), hashed AS (
     -- A derived id hashes every canonical field by name, absent ones included (as null), so two
-    -- different events never share one.
-    SELECT *, md5(to_json(struct_pack(*COLUMNS(* EXCLUDE (line, pos, reason, event_id, ts_utc))))) AS derived
+    -- different events never share one. The optional fields of revision 2 join the hash only
+    -- when one is given: an event without them keeps the id revision 1 derived.
+    SELECT *, to_json(struct_pack(*COLUMNS(* EXCLUDE (line, pos, rejected, event_id, ts_utc, lease_until, heartbeat,
+                                                     reason, authority_id, expires_at, scope, decision)))) AS core
     FROM timed
+), derived AS (
+    SELECT *, md5(core::VARCHAR || CASE WHEN lease_until IS NULL AND heartbeat IS NULL AND reason IS NULL
+                                    AND authority_id IS NULL AND expires_at IS NULL AND scope IS NULL
+                                    AND decision IS NULL THEN ''
+                               ELSE to_json(struct_pack(lease_until, heartbeat, reason, authority_id,
+                                                        expires_at, scope, decision))::VARCHAR END) AS derived
+    FROM hashed
 )
 SELECT
-    CASE WHEN reason IS NULL THEN coalesce(event_id, derived) END AS event_id,
+    CASE WHEN rejected IS NULL THEN coalesce(event_id, derived) END AS event_id,
     seq, seq AS ord, $source_id::BIGINT * 68719476736 + pos AS obs,
     workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
-    attrs, $source_id AS source_id, line, reason
-FROM hashed;
+    attrs, $source_id AS source_id, line,
+    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision, rejected
+FROM derived;
 
 -- name: quarantine_staged
-INSERT INTO quarantine SELECT source_id, line, reason FROM staging WHERE reason IS NOT NULL;
+INSERT INTO quarantine SELECT source_id, line, rejected FROM staging WHERE rejected IS NOT NULL;
 
 -- name: staged_counts
-SELECT count(*) AS lines_read, count(*) FILTER (WHERE reason IS NULL) AS normalized,
-       count(*) FILTER (WHERE reason IS NOT NULL) AS quarantined
+SELECT count(*) AS lines_read, count(*) FILTER (WHERE rejected IS NULL) AS normalized,
+       count(*) FILTER (WHERE rejected IS NOT NULL) AS quarantined
 FROM staging;
 
 -- name: staged_counts_by_source
 -- staged_counts per source, for a batch of small sources staged together (Store.ingest_many).
-SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE reason IS NOT NULL) AS quarantined
+SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE rejected IS NOT NULL) AS quarantined
 FROM staging GROUP BY source_id;
 
 -- name: append_staged
 -- One chunk's events (staging: the arrow result of stage) go straight into the store, never the
 -- whole file at once; drop_duplicates then collapses what the chunks repeated.
-INSERT INTO events SELECT * EXCLUDE (reason) FROM staging WHERE reason IS NULL;
+INSERT INTO events BY NAME SELECT * EXCLUDE (rejected) FROM staging WHERE rejected IS NULL;
 
 -- name: drop_duplicates
 -- Exact duplicates collapse: the first observation of an event (one event_id, one content) wins,
@@ -195,5 +236,6 @@ LIMIT $1;
 
 -- name: event_columns
 SELECT ord AS seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter,
-       step_id, ts, event_id, attrs
+       step_id, ts, event_id, attrs, lease_until, heartbeat, reason, authority_id, expires_at, scope,
+       decision
 FROM events;

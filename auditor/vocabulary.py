@@ -24,9 +24,22 @@ from typing import Mapping
 from .errors import AuditorError
 from .model import Kind, Reporter, SinkResult
 
-#: The canonical fields, in the order the store's normalizer and the derived event_id use.
-FIELDS: tuple[str, ...] = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink",
-                           "sink_result", "reporter", "step_id", "ts", "event_id")
+#: The canonical fields of revision 1, in the order the store's normalizer and the derived event_id use.
+CORE_FIELDS: tuple[str, ...] = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink",
+                                "sink_result", "reporter", "step_id", "ts", "event_id")
+#: Optional fields of revision 2: lease health (SPEC section 7) and authority (section 8). An
+#: event without any of them derives the same event_id as under revision 1.
+LEASE_FIELDS: tuple[str, ...] = ("lease_until", "heartbeat", "reason")
+AUTHORITY_FIELDS: tuple[str, ...] = ("authority_id", "expires_at", "scope", "decision")
+OPTIONAL_FIELDS: tuple[str, ...] = LEASE_FIELDS + AUTHORITY_FIELDS
+FIELDS: tuple[str, ...] = CORE_FIELDS + OPTIONAL_FIELDS
+#: Fields holding an instant (RFC 3339, or epoch seconds/milliseconds like ``ts``); an unparsable
+#: one is dropped and the event stays.
+TIME_FIELDS = frozenset({"lease_until", "expires_at"})
+#: Fields whose value may be an object or array, kept as its JSON text (keys sorted).
+JSON_TEXT_FIELDS = frozenset({"scope"})
+HEARTBEATS: tuple[str, ...] = ("ok", "lost")
+DECISIONS: tuple[str, ...] = ("continue", "pause", "terminate")
 #: Fields whose value must be an integer.
 INTEGER_FIELDS = frozenset({"seq", "epoch"})
 #: Fields that can cost a line (SPEC rev 2): everything else only describes the event.
@@ -38,19 +51,27 @@ FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "kind": ("event",),
     "epoch": ("token", "fencing_token", "owner_epoch", "lease_epoch"),
     "effect_key": ("idempotency_key",),
+    "lease_until": ("lease_expires_at",),
 })
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
-#: Other kind names: ``alias -> (kind, sink_result it implies or None)``.
-KIND_ALIASES: Mapping[str, tuple[str, str | None]] = MappingProxyType({
-    "job_claimed": ("lease_acquired", None),
-    "heartbeat_ok": ("progress", None),
-    "heartbeat_lost": ("progress", None),
-    "tool_request_started": ("effect_attempted", None),
-    "result_rejected": ("effect_attempted", "rejected"),
+#: The kinds of revision 1 (SPEC section 2); the others are section 8's authority kinds.
+CORE_KINDS = frozenset({"lease_acquired", "progress", "effect_attempted", "effect_committed", "outcome_verified"})
+#: Other kind names: ``alias -> (kind, {field: value} it implies)``.
+KIND_ALIASES: Mapping[str, tuple[str, Mapping[str, str]]] = MappingProxyType({
+    "job_claimed": ("lease_acquired", {}),
+    "heartbeat_ok": ("progress", {"heartbeat": "ok"}),
+    "heartbeat_lost": ("progress", {"heartbeat": "lost"}),
+    "tool_request_started": ("effect_attempted", {}),
+    "result_rejected": ("effect_attempted", {"sink_result": "rejected"}),
 })
 #: Kinds that concern one effect key and cannot be read without it.
-EFFECT_KINDS = frozenset({"effect_attempted", "effect_committed", "outcome_verified"})
+EFFECT_KINDS = frozenset({"effect_attempted", "effect_committed", "outcome_verified", "effect_compensated"})
+#: Kinds recorded by a coordinator, sink or verifier rather than under an owner epoch: ``epoch``
+#: is optional (kept when given); on ``outcome_verified`` it is ignored (SPEC sections 2 and 8).
+EPOCH_OPTIONAL_KINDS = frozenset({"authority_granted", "authority_revoked", "effect_compensated"})
+#: Kinds that name a mandate and cannot be read without its ``authority_id``.
+AUTHORITY_ID_KINDS = frozenset({"authority_granted", "authority_revoked"})
 SINK_RESULTS: tuple[str, ...] = tuple(r.value for r in SinkResult)
 REPORTERS: tuple[str, ...] = tuple(r.value for r in Reporter)
 #: What an unknown ``sink_result`` counts as: the sink's verdict is not known.
@@ -65,6 +86,7 @@ PAYLOAD_KEYS = frozenset({"payload", "prompt", "input", "output", "arguments", "
 TS_MILLIS_FROM = 100_000_000_000
 
 _KIND_LIST = ", ".join(KINDS)
+_NOTHING: Mapping[str, str] = MappingProxyType({})
 
 #: Quarantine reasons, one template per rule; ``{field}``/``{value}``/``{kind}`` are filled in.
 REASONS: Mapping[str, str] = MappingProxyType({
@@ -79,6 +101,9 @@ REASONS: Mapping[str, str] = MappingProxyType({
     "negative_epoch": '"epoch" is {value}, expected an integer >= 0',
     "epoch_missing": '"epoch" is missing; every {kind} needs the owner epoch it was produced under',
     "effect_key_missing": '"effect_key" is missing; every {kind} needs the effect key it concerns',
+    "authority_id_missing": '"authority_id" is missing; every {kind} needs the mandate it concerns',
+    "decision_missing": ('"decision" is {value}; a revalidated event needs one of continue, pause, '
+                         'terminate (what the check decided)'),
     "nested": ('"{field}" is {what}, expected a single value; its content is not stored (write the '
                'value itself, or move the structure into "attrs")'),
     "not_text": '"{field}" is {value}, expected a string or an integer',
@@ -122,11 +147,11 @@ class Vocabulary:
 
     ``fields`` maps a ``name_key`` spelling to ``(canonical field, priority)``: the lowest
     priority present and non-empty wins (the field itself is 0, then its aliases in order, then
-    the overlay's names). ``kinds`` maps a kind name to ``(kind, implied sink_result)``.
+    the overlay's names). ``kinds`` maps a kind name to ``(kind, {field: value} it implies)``.
     """
 
     fields: Mapping[str, tuple[str, int]]
-    kinds: Mapping[str, tuple[str, str | None]]
+    kinds: Mapping[str, tuple[str, Mapping[str, str]]]
     source: str | None = None  # the --map file it came from, for messages
     extra_fields: Mapping[str, str] = field(default_factory=dict)
     extra_kinds: Mapping[str, str] = field(default_factory=dict)
@@ -157,18 +182,18 @@ class Vocabulary:
                     f'{where}: [fields] {name} = "{target}": "{name}" already means "{names[key][0]}"; '
                     "remove this line")
             names.setdefault(key, (target, 10 + len(names)))
-        kind_map: dict[str, tuple[str, str | None]] = {k: (k, None) for k in KINDS}
+        kind_map: dict[str, tuple[str, Mapping[str, str]]] = {k: (k, _NOTHING) for k in KINDS}
         kind_map.update(KIND_ALIASES)
         for name, target in (kinds or {}).items():
             if not isinstance(target, str) or target not in KINDS:
                 raise VocabularyError(
                     f'{where}: [kinds] {name} = {_toml(target)}: not a kind the auditor knows; use one of {_KIND_LIST}')
             key = name_key(name).rsplit(".", 1)[-1]
-            if kind_map.get(key, (target, None))[0] != target:
+            if kind_map.get(key, (target, _NOTHING))[0] != target:
                 raise VocabularyError(
                     f'{where}: [kinds] {name} = "{target}": "{name}" already means "{kind_map[key][0]}"; '
                     "remove this line")
-            kind_map.setdefault(key, (target, None))
+            kind_map.setdefault(key, (target, _NOTHING))
         return cls(MappingProxyType(names), MappingProxyType(kind_map), source,
                    MappingProxyType(dict(fields or {})), MappingProxyType(dict(kinds or {})))
 
@@ -205,7 +230,7 @@ class Vocabulary:
         hit = self.fields.get(name)
         return hit if hit is not None else self.fields.get(name_key(name))
 
-    def kind_of(self, name: str) -> tuple[str, str | None] | None:
+    def kind_of(self, name: str) -> tuple[str, Mapping[str, str]] | None:
         hit = self.kinds.get(name)
         if hit is not None:
             return hit

@@ -49,7 +49,7 @@ def _members(line: str):
      '([kinds] "job done" = "progress")'),
     ('{"seq": 1, "workflow_key": "k", "kind": "", "epoch": 1}',
      '"kind" is missing; expected one of lease_acquired, progress, effect_attempted, effect_committed, '
-     "outcome_verified"),
+     "outcome_verified, authority_granted, authority_revoked, resumed, revalidated, effect_compensated"),
     ('{"seq": "\u0662", "workflow_key": "k", "kind": "progress", "epoch": 1}',
      '"seq" is "\u0662", expected an integer in int64 range'),
     ('{"seq": 1, "workflow_key": "k", "kind": "progress", "epoch": "+-2"}',
@@ -151,10 +151,12 @@ def test_unmapped_job_log_names_map_then_map_reads_it():
     ("[kinds]\nresult_committed = 3\n", '[kinds] result_committed is 3, expected a string: result_committed = "..."'),
     ('[kinds]\nresult_committed = "effect_commited"\n',
      '[kinds] result_committed = "effect_commited": not a kind the auditor knows; use one of lease_acquired, '
-     "progress, effect_attempted, effect_committed, outcome_verified"),
+     "progress, effect_attempted, effect_committed, outcome_verified, authority_granted, authority_revoked, "
+     "resumed, revalidated, effect_compensated"),
     ('[fields]\nlease_token = "epok"\n',
      '[fields] lease_token = "epok": not a canonical field; use one of seq, workflow_key, kind, epoch, worker, '
-     "effect_key, sink, sink_result, reporter, step_id, ts, event_id"),
+     "effect_key, sink, sink_result, reporter, step_id, ts, event_id, lease_until, heartbeat, reason, "
+     "authority_id, expires_at, scope, decision"),
     ('[fields]\ntoken = "seq"\n', '[fields] token = "seq": "token" already means "epoch"; remove this line'),
     ('[kinds]\nprogress = "lease_acquired"\n',
      '[kinds] progress = "lease_acquired": "progress" already means "progress"; remove this line'),

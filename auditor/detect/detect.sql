@@ -28,7 +28,8 @@ FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
 CREATE OR REPLACE TEMP TABLE displaced AS
 SELECT ep.k, ep.p, r.s AS t_seq
 FROM (SELECT DISTINCT workflow_key AS k, epoch AS p FROM events
-      WHERE kind <> 'lease_acquired' AND kind <> 'outcome_verified') ep
+      WHERE kind NOT IN ('lease_acquired', 'outcome_verified', 'authority_granted', 'authority_revoked',
+                         'effect_compensated')) ep
 ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 
 -- name: stale
@@ -169,6 +170,8 @@ SELECT 'unacquired_epoch', e.k, e.s, e.p,
        'evidence under epoch ' || e.p || ' but this key never shows it acquired'
 FROM (SELECT workflow_key AS k, epoch AS p, min(ord) AS s FROM events
       WHERE kind <> 'lease_acquired' AND epoch IS NOT NULL
+        -- recorded outside an owner epoch (SPEC section 8): an epoch there is not its evidence
+        AND kind NOT IN ('authority_granted', 'authority_revoked', 'effect_compensated')
       GROUP BY workflow_key, epoch) e
 WHERE NOT EXISTS (SELECT 1 FROM acq a WHERE a.k = e.k AND a.epoch = e.p)
 UNION ALL
@@ -227,12 +230,13 @@ DROP TABLE IF EXISTS evidence;
 -- Every event with where it came from, in each key's order: the live detector's feed when it is
 -- checked against this one. ord is the position (seq, or the observation rank of a key lacking seq).
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
-       e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed
+       e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
+       e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
 FROM events e JOIN sources src USING (source_id)
 ORDER BY e.workflow_key, e.ord, e.event_id;
 
 -- name: timeline_rows
--- The first $2 events of each workflow key in $1, as event_rows, with what a timeline shows of
+-- The first $2 events of each workflow key in $1, as event_rows (the optional fields last), with what a timeline shows of
 -- each: the key's event count, H(k, s) (the highest epoch acquired at a lower position: a
 -- non-acquisition under a lower epoch is stale evidence, SPEC section 3), and for an acquisition
 -- the highest epoch acquired before it in the order the acquisitions statement uses (a handover
@@ -255,6 +259,7 @@ SELECT * EXCLUDE (n) FROM (
            CASE WHEN e.kind = 'lease_acquired' THEN max(e.epoch) FILTER (WHERE e.kind = 'lease_acquired') OVER (
                PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS prev_max,
+           e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision,
            row_number() OVER (PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id) AS n
     FROM ev e JOIN per_position p USING (workflow_key, ord))
 WHERE n <= $2

@@ -85,6 +85,10 @@ _ATTEMPT = Kind.EFFECT_ATTEMPTED
 _COMMIT = Kind.EFFECT_COMMITTED
 _REJECTED = SinkResult.REJECTED
 _VERIFIED = Kind.OUTCOME_VERIFIED
+#: Section 8 kinds recorded outside an owner epoch (their epoch is optional) and those an owner
+#: records (resumed, revalidated): neither is a stale effect; the authority rules read them.
+_RECORDED = frozenset({Kind.AUTHORITY_GRANTED, Kind.AUTHORITY_REVOKED, Kind.EFFECT_COMPENSATED})
+_OWNER_RECORDS = frozenset({Kind.RESUMED, Kind.REVALIDATED})
 
 
 class _Key:
@@ -210,8 +214,8 @@ class LiveDetector:
             self._acquire(st, e)
             return []
         p = e.epoch
-        if p is None:  # outcome_verified without an epoch: never a finding, never evidence
-            return []
+        if p is None or kind in _RECORDED:  # recorded by a coordinator, sink or verifier, not
+            return []                       # under an owner epoch: never a finding, never evidence
         if p != st.max_epoch and (st.acquired is None or p not in st.acquired):
             evidence = st.evidence
             if evidence is None:
@@ -219,8 +223,8 @@ class LiveDetector:
             first = evidence.get(p)
             if first is None or s < first:
                 evidence[p] = s
-        if kind is _VERIFIED:
-            return []
+        if kind is _VERIFIED or kind in _OWNER_RECORDS:  # resumed, revalidated: evidence of the
+            return []                                       # epoch, never a stale effect here
 
         seqs = st.rec_seqs
         n = len(seqs)

@@ -59,15 +59,18 @@ class KeyTimeline:
 
 
 def event_of(row: tuple) -> Event:
-    """An ``event_rows`` / ``timeline_rows`` row (its first 16 columns) as an ``Event``."""
+    """An ``event_rows`` / ``timeline_rows`` row (its first 16 columns, and the optional fields of
+    sections 7 and 8 last) as an ``Event``."""
     (pos, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs,
      file, line, observed) = row[:16]
+    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision = row[-7:]
     return Event(
         seq=pos, workflow_key=key, kind=_KINDS[kind], epoch=epoch, worker=worker, effect_key=effect_key,
         sink=sink, sink_result=_RESULTS.get(sink_result) if sink_result else None,
         reporter=_REPORTERS.get(reporter, reporter) if reporter else None, step_id=step_id, ts=ts,
         event_id=eid, attrs=json.loads(attrs) if attrs else None, file=file, line=line,
-        observed=bool(observed))
+        observed=bool(observed), lease_until=lease_until, heartbeat=heartbeat, reason=reason,
+        authority_id=authority_id, expires_at=expires_at, scope=scope, decision=decision)
 
 
 def iter_events(store: Store, batch: int = 100_000) -> Iterator[Event]:

@@ -10,12 +10,13 @@ record needs the checks.
 from __future__ import annotations
 
 import copy
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live import LiveEvent
 from ..model import Event, Kind, Reporter, SinkResult
 from ..normalize import Rejected, normalize
-from ..vocabulary import DEFAULT, EFFECT_KINDS, Vocabulary
+from ..vocabulary import CORE_KINDS, DEFAULT, EFFECT_KINDS, OPTIONAL_FIELDS, Vocabulary
 from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
 
 if TYPE_CHECKING:
@@ -56,7 +57,22 @@ def event_from_record(rec: dict[str, Any], seq: int | None = None,
                  worker=out["worker"], effect_key=out["effect_key"], sink=out["sink"],
                  sink_result=None if sink_result is None else _SINK_RESULTS[sink_result],
                  reporter=_REPORTERS.get(reporter, reporter), step_id=out["step_id"],
-                 ts=out["ts"], event_id=out["event_id"], attrs=out["attrs"])
+                 ts=out["ts"], event_id=out["event_id"], attrs=out["attrs"],
+                 lease_until=instant(out["lease_until"]), heartbeat=out["heartbeat"], reason=out["reason"],
+                 authority_id=out["authority_id"], expires_at=instant(out["expires_at"]),
+                 scope=out["scope"], decision=out["decision"])
+
+
+def instant(text: str | None) -> "datetime | None":
+    """An instant field as the store reads it (an aware datetime, UTC when no offset is given);
+    None when it does not parse, as DuckDB's cast drops it."""
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def span_events(span: "ReadableSpan") -> list[LiveEvent] | None:
@@ -137,6 +153,8 @@ def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | str | None, capped
         return None
     if kind is None or type(key) is not str or type(s) is not int or s < _MIN or s > _MAX or not key.strip():
         return None
+    if kind_name not in CORE_KINDS or any(get(f) is not None for f in OPTIONAL_FIELDS):
+        return None  # sections 7 and 8 take the checked path
     effect_key, worker, sink, step_id = get("effect_key"), get("worker"), get("sink"), get("step_id")
     # A blank string is an absent field (normalize's rule): such a record takes the checked path.
     if not ((effect_key is None or (type(effect_key) is str and effect_key.strip()))

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live import rfc3339
-from ..vocabulary import FIELDS
+from ..vocabulary import FIELDS, OPTIONAL_FIELDS
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord
@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 PREFIX = "ownership."
 
 #: ``ownership.*`` span/event attributes and the canonical field each one fills (SPEC section 6):
-#: every canonical field but those the span itself gives (kind, ts, event_id).
+#: every canonical field but those the span itself gives (kind, ts, event_id), the optional
+#: fields of sections 7 and 8 included (``ownership.lease_until``, ``ownership.authority_id``...).
 OWNERSHIP_ATTRIBUTES: dict[str, str] = {
     PREFIX + f: f for f in ("workflow_key", "epoch", "worker", "seq", "effect_key", "sink", "sink_result",
-                            "reporter", "step_id")}
+                            "reporter", "step_id", *OPTIONAL_FIELDS)}
 assert set(OWNERSHIP_ATTRIBUTES.values()) <= set(FIELDS)
 _EVENT_ATTR = "ownership.event"
 _TOOL_CALL_ID = "gen_ai.tool.call.id"  # kept in attrs, never an effect key: providers regenerate it

@@ -13,6 +13,7 @@ import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import timezone
 
 from ...detect.timeline import KeyTimeline
 from ...explain import at
@@ -358,7 +359,15 @@ def _choose(events: list[Event], findings: list[Finding], partners: dict[int, tu
 
 _SYMBOL = {Kind.LEASE_ACQUIRED: "s-acquired", Kind.PROGRESS: "s-progress",
            Kind.EFFECT_ATTEMPTED: "s-attempted", Kind.EFFECT_COMMITTED: "s-committed",
-           Kind.OUTCOME_VERIFIED: "s-verified"}
+           Kind.OUTCOME_VERIFIED: "s-verified", Kind.AUTHORITY_GRANTED: "s-authority",
+           Kind.AUTHORITY_REVOKED: "s-authority", Kind.REVALIDATED: "s-authority",
+           Kind.RESUMED: "s-resumed", Kind.EFFECT_COMPENSATED: "s-compensated"}
+assert set(_SYMBOL) == set(Kind)
+
+
+def _instant(t) -> str | None:
+    """An instant field in the words of the JSON document: RFC 3339, UTC."""
+    return None if t is None else t.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _mark(e: Event, x: float, y: float, findings: list[Finding], receipt_of: list[Finding],
@@ -381,6 +390,12 @@ def _mark(e: Event, x: float, y: float, findings: list[Finding], receipt_of: lis
         details.append(f"reported by {e.reporter}")
     if details:
         lines.append(" \u00b7 ".join(details))
+    optional = [f"{name} {value}" for name, value in (
+        ("authority", e.authority_id), ("expires", _instant(e.expires_at)), ("decision", e.decision),
+        ("scope", e.scope), ("lease until", _instant(e.lease_until)), ("heartbeat", e.heartbeat),
+        ("reason", e.reason)) if value is not None]
+    if optional:
+        lines.append(" \u00b7 ".join(optional))
     if e.ts:
         lines.append(f"ts {e.ts}")
     if e.attrs:
