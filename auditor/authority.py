@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .model import Finding
 
 AUTHORITY_KINDS = frozenset({"authority_granted", "authority_revoked", "resumed", "revalidated"})
 EFFECT_KINDS = frozenset({"effect_attempted", "effect_committed"})
@@ -183,3 +186,122 @@ def as_event(**fields: Any) -> Any:
                 decision=None, ts=None)
     base.update(fields)
     return SimpleNamespace(**base)
+
+
+# One rule for both engines: what an effect event's verdict makes of its finding. The batch
+# detector (``detect.authorize``) and the live one (``detect.live``) both call ``judged`` with the
+# stale finding the event made (or None) and the tracker's verdict, and ``compensated`` on the
+# double commits that ``KeyAuthority.compensate`` pairs with a compensation record.
+
+
+def when(ts: Any) -> datetime | None:
+    """An event's ``ts`` as an aware datetime: a datetime, OTel nanoseconds, RFC 3339 text, or
+    epoch seconds / milliseconds text (the normalizer's rule); None when it is none of these."""
+    from datetime import timezone
+
+    if ts is None or isinstance(ts, datetime):
+        return ts if ts is None or ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    if isinstance(ts, int):
+        return datetime.fromtimestamp(ts / 1e9, tz=timezone.utc)
+    text = str(ts).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        try:
+            t = datetime.fromisoformat(text)
+        except ValueError:
+            return None
+        return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    from .vocabulary import TS_MILLIS_FROM
+
+    try:
+        return datetime.fromtimestamp(number / 1000 if abs(number) >= TS_MILLIS_FROM else number, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+class _Fed:
+    """What the tracker reads of an event, with ``ts`` parsed (``AuthorityEvent``)."""
+
+    __slots__ = ("seq", "kind", "epoch", "authority_id", "expires_at", "decision", "ts")
+
+    def __init__(self, e: Any, ts: datetime | None) -> None:
+        self.seq, self.kind, self.epoch = e.seq, str(e.kind), e.epoch
+        self.authority_id, self.expires_at, self.decision = e.authority_id, e.expires_at, e.decision
+        self.ts = ts
+
+
+class KeyAuthority:
+    """One opted-in workflow key in either engine: its tracker, and the double commits waiting
+    for a compensation record. Feed every event of the key in seq order."""
+
+    __slots__ = ("tracker",)
+
+    def __init__(self) -> None:
+        self.tracker = AuthorityTracker()
+
+    @classmethod
+    def after_acquisitions(cls, highest: int | None, last_seq: int | None, resumed: bool) -> "KeyAuthority":
+        """A key that opts in only now (the live detector, at its first authority event): the
+        state its acquisitions so far left, as the tracker would have it. Before the first
+        authority event nothing but acquisitions moves the tracker."""
+        out = cls()
+        t = out.tracker
+        t.acquired = last_seq is not None
+        t.highest = highest
+        t.resume_seq = last_seq if resumed else None
+        return out
+
+    def feed(self, e: Any, ts: datetime | None = None) -> tuple[Unauthorized | None, list[AuthorityDiagnostic]]:
+        return self.tracker.feed(_Fed(e, when(e.ts) if ts is None else ts))
+
+
+def judged(e: Any, verdict: Unauthorized, stale: "Finding | None", finding_id: Any,
+           incident_of: Any) -> "Finding":
+    """The one finding of an unauthorized effect ``e`` (SPEC section 8).
+
+    A commit is ``unauthorized_commit``, an attempt ``unauthorized_attempt``, one the sink rejected
+    (its own ``sink_result``, or the rejection that resolved it as a stale attempt) a
+    ``rejected_attempt``: the mandate check held. An event that is stale too gives one finding at
+    the more severe grade, with both reasons (``stale`` first).
+    """
+    from .model import Finding, Grade, Kind, Outcome, SinkResult
+
+    commit = e.kind == Kind.EFFECT_COMMITTED
+    rejected = (not commit and (e.sink_result == SinkResult.REJECTED
+                                or (stale is not None and stale.grade is Grade.REJECTED_ATTEMPT)))
+    grade = (Grade.REJECTED_ATTEMPT if rejected else Grade.UNAUTHORIZED_COMMIT if commit
+             else Grade.UNAUTHORIZED_ATTEMPT)
+    if stale is not None and stale.grade.rank > grade.rank:
+        grade = stale.grade
+    reasons = (("stale",) if stale is not None else ()) + verdict.reasons
+    since_ts = None if verdict.since_ts is None else verdict.since_ts.isoformat().replace("+00:00", "Z")
+    k = e.workflow_key
+    if stale is not None:
+        outcome, receipt = stale.outcome, stale.receipt_seq
+        current_epoch, current_worker, transition = stale.current_epoch, stale.current_worker, stale.transition_seq
+    else:
+        outcome = (Outcome.COMMITTED if commit else Outcome.REJECTED if rejected
+                   else Outcome.COMMITTED if e.sink_result == SinkResult.ACCEPTED else Outcome.UNKNOWN)
+        receipt = e.seq if rejected else None
+        current_epoch, current_worker, transition = e.epoch, e.worker, None
+    return Finding(
+        id=finding_id(k, grade, e.seq), grade=grade, workflow_key=k,
+        seq=None if getattr(e, "observed", False) else e.seq, position=e.seq, kind=e.kind,
+        epoch=e.epoch, worker=e.worker, current_epoch=current_epoch, current_worker=current_worker,
+        transition_seq=transition, effect_key=e.effect_key, step_id=e.step_id, sink=e.sink,
+        reporter=None if e.reporter is None else str(e.reporter),
+        ts=stale.ts if stale is not None else e.ts, outcome=outcome, receipt_seq=receipt,
+        incident_id=incident_of(k, verdict.anchor), file=e.file, line=e.line,
+        reasons=reasons, authority_id=verdict.authority_id, anchor=verdict.anchor,
+        since_seq=verdict.since_seq, since_ts=since_ts)
+
+
+def compensated(f: "Finding", finding_id: Any) -> "Finding":
+    """A double commit that a compensation record reversed: same evidence, grade ``compensated``."""
+    import dataclasses
+
+    from .model import Grade
+
+    return dataclasses.replace(f, id=finding_id(f.workflow_key, Grade.COMPENSATED, f.position),
+                               grade=Grade.COMPENSATED)
