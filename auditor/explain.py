@@ -14,7 +14,7 @@ from .detect import Detection
 from .detect.timeline import takeovers
 from .model import Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
 from .result import WorkflowSummary
-from .rules import RESPONSES, confidence, displaced_epoch, incident_id
+from .rules import RESPONSES, TWICE, authority_incident_id, confidence, displaced_epoch, incident_id
 
 _VERBS = {Kind.PROGRESS: "reported progress", Kind.EFFECT_ATTEMPTED: "attempted",
           Kind.EFFECT_COMMITTED: "committed"}
@@ -44,8 +44,8 @@ def at_position(position: int, observed: bool) -> str:
 
 def witness(transition: Owner | None, transition_seq: int | None, findings: list[Finding]) -> str:
     """One sentence: who took over, what the displaced owner then did, and what that means."""
-    stale = [f for f in findings if f.grade is not _DOUBLE]
-    doubles = [f for f in findings if f.grade is _DOUBLE]
+    stale = [f for f in findings if f.grade not in TWICE]
+    doubles = [f for f in findings if f.grade in TWICE]
     parts = []
     observed = any(f.seq is None for f in findings)  # a key without seq: positions, not seqs
     if transition is not None and transition_seq is not None:
@@ -80,23 +80,60 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
                      f"after {earlier} had: the effect happened twice")
         if d.unstable_effect_key:
             extra += f" (unstable effect key: step {d.step_id} used a different key under another epoch)"
+        if d.grade is not _DOUBLE:  # compensated
+            extra += "; a compensation record reversed one application (verify it)"
         sentence = (sentence + extra + ".").strip()
     return sentence
 
 
+_WHY = {
+    "revoked": lambda f: f"{f.authority_id} was revoked at {at_position(f.since_seq, f.seq is None)}",
+    "expired": lambda f: f"{f.authority_id} expired at {f.since_ts}",
+    "failed_revalidation": lambda f: (f"the revalidation at {at_position(f.since_seq, f.seq is None)} did not "
+                                      "say continue and no new grant followed"),
+    "unrevalidated_resume": lambda f: (f"the run resumed at {at_position(f.since_seq, f.seq is None)} and was "
+                                       "not revalidated"),
+}
+_UNAUTHORIZED_TAIL = {
+    Grade.UNAUTHORIZED_COMMIT: "it took effect without a valid mandate",
+    Grade.UNAUTHORIZED_ATTEMPT: "no rejection is recorded: it may have taken effect without a valid mandate",
+    Grade.REJECTED_ATTEMPT: "the sink rejected it: the mandate check held",
+}
+
+
+def authority_witness(findings: list[Finding]) -> str:
+    """The witness of an unauthorized incident (SPEC section 8): which mandate was missing and
+    since when, then what the owner did without it (``mandate-7 expired at 14:00; epoch 2 (w2)
+    then committed refund:inv-9 at 14:05``)."""
+    worst = max(findings, key=lambda f: (_RANK[f.grade], -f.position))
+    why = [_WHY[r](worst) for r in worst.reasons if r in _WHY]
+    what = _VERBS[worst.kind] + (f" {worst.effect_key}" if worst.effect_key else "")
+    where = f"at {worst.ts}" if "expired" in worst.reasons and worst.ts else f"at {at(worst)}"
+    tail = _UNAUTHORIZED_TAIL.get(worst.grade, "")
+    stale = " (a displaced owner, too)" if "stale" in worst.reasons else ""
+    more = f" ({len(findings)} unauthorized effects in all)" if len(findings) > 1 else ""
+    return f"{'; '.join(why)}; {owner(worst.worker, worst.epoch)}{stale} then {what} {where}: {tail}{more}."
+
+
 def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
     """Findings with their incident ids filled in, and the incidents, sorted by key then seq."""
-    groups: dict[tuple[str, int], list[Finding]] = defaultdict(list)
+    groups: dict[tuple[str, int | str], list[Finding]] = defaultdict(list)
     for f in det.findings:
-        groups[(f.workflow_key, displaced_epoch(f.grade, f.epoch, f.epochs))].append(f)
+        # Unauthorized findings (SPEC section 8) group by their mandate or resume, the others by
+        # the displaced epoch.
+        about = f.anchor if f.anchor is not None else displaced_epoch(f.grade, f.epoch, f.epochs)
+        groups[(f.workflow_key, about)].append(f)
     observed = {w.workflow_key for w in det.workflows if w.observed}
 
     acquired_at = {(h.workflow_key, h.seq): h.epoch for h in det.handovers}
     out: list[Incident] = []
     linked: dict[str, str] = {}
-    for (key, epoch), fs in groups.items():
-        iid = incident_id(key, epoch)
+    for (key, about), fs in groups.items():
         fs.sort(key=lambda f: (f.position, _RANK[f.grade]))
+        if isinstance(about, str):
+            iid, epoch = authority_incident_id(key, about), fs[0].epoch
+        else:
+            iid, epoch = incident_id(key, about), about
         for f in fs:
             linked[f.id] = iid
         out.append(_incident(det, acquired_at, iid, key, epoch, fs, key in observed))
@@ -117,7 +154,7 @@ def _with_incident(f: Finding, iid: str) -> Finding:
 def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str, key: str,
               epoch: int, fs: list[Finding], observed: bool) -> Incident:
     severity = max((f.grade for f in fs), key=_RANK.__getitem__)
-    stale = [f for f in fs if f.grade is not _DOUBLE]
+    stale = [f for f in fs if f.grade not in TWICE]
     transition_seq = next((f.transition_seq for f in fs if f.transition_seq is not None), None)
     last = fs[-1]
     current = Owner(last.current_worker, last.current_epoch)
@@ -167,7 +204,8 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
         effect_keys=tuple(e.effect_key for e in effects), effects=tuple(effects),
         sink_outcome=sink, verification=verification, freshness_seconds=freshness,
         confidence=trust, response=RESPONSES[severity],
-        witness=witness(transition, transition_seq, fs), grades=grades,
+        witness=(authority_witness(fs) if fs[0].anchor is not None else witness(transition, transition_seq, fs)),
+        grades=grades,
         finding_ids=tuple(f.id for f in fs), responses=responses(f.grade for f in fs))
 
 

@@ -46,8 +46,11 @@ class Grade(StrEnum):
 
     STALE_ACTIVITY = "stale_activity"
     REJECTED_ATTEMPT = "rejected_attempt"
+    COMPENSATED = "compensated"
     STALE_ATTEMPT = "stale_attempt"
+    UNAUTHORIZED_ATTEMPT = "unauthorized_attempt"
     STALE_COMMIT = "stale_commit"
+    UNAUTHORIZED_COMMIT = "unauthorized_commit"
     DOUBLE_COMMIT = "double_commit"
 
     @property
@@ -68,6 +71,8 @@ class DiagnosticKind(StrEnum):
     UNACQUIRED_EPOCH = "unacquired_epoch"
     ORDERING_CONFLICT = "ordering_conflict"
     EVENT_ID_CONFLICT = "event_id_conflict"
+    UNGRANTED_AUTHORITY = "ungranted_authority"
+    REVALIDATION_RETRY = "revalidation_retry"
 
 
 class Outcome(StrEnum):
@@ -203,10 +208,19 @@ class Finding:
     incident_id: str = ""
     file: str | None = None
     line: int | None = None
+    # SPEC section 8: why an effect was unauthorized (``stale`` too when it was also stale), the
+    # mandate it names, what its incident is about (the authority_id, ``resume@<seq>`` or
+    # ``revalidation@<seq>``) and since when the mandate was missing (a seq, or an expiry time).
+    reasons: tuple[str, ...] = ()
+    authority_id: str | None = None
+    anchor: str | None = None
+    since_seq: int | None = None
+    since_ts: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = _fields(self)
         d["epochs"] = list(self.epochs)
+        d["reasons"] = list(self.reasons)
         return d
 
 

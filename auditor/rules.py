@@ -34,6 +34,18 @@ RESPONSES: dict[Grade, str] = {
         "Treat the outcome as uncertain until an outcome_verified predicate or a human confirms it; "
         "never auto-resolve by retrying the current owner."
     ),
+    Grade.COMPENSATED: (
+        "Verify the compensation: check at the destination that exactly one application of the "
+        "effect remains."
+    ),
+    Grade.UNAUTHORIZED_ATTEMPT: (
+        "Hand the run to a human with the delta between the original and the current intent; "
+        "never retry it; query the destination by effect key."
+    ),
+    Grade.UNAUTHORIZED_COMMIT: (
+        "Hand the run to a human with the delta between the original and the current intent; "
+        "never retry it; decide whether the effect must be reversed."
+    ),
 }
 
 MEANINGS: dict[Grade, str] = {
@@ -42,6 +54,9 @@ MEANINGS: dict[Grade, str] = {
     Grade.STALE_ATTEMPT: "it may or may not have taken effect",
     Grade.STALE_COMMIT: "the fence failed or did not exist: correctness incident",
     Grade.DOUBLE_COMMIT: "the effect happened twice",
+    Grade.COMPENSATED: "the effect happened twice; one application was reversed",
+    Grade.UNAUTHORIZED_ATTEMPT: "an effect was attempted without a valid mandate",
+    Grade.UNAUTHORIZED_COMMIT: "an effect took place without a valid mandate",
 }
 
 
@@ -64,18 +79,25 @@ def incident_id(workflow_key: str, displaced: int) -> str:
     return stable_id("i-", workflow_key, displaced)
 
 
+def authority_incident_id(workflow_key: str, anchor: str) -> str:
+    """The incident of unauthorized findings: one per ``(workflow_key, authority_id or resume)``."""
+    return stable_id("i-", workflow_key, "authority", anchor)
+
+
 def diagnostic_id(workflow_key: str, kind: DiagnosticKind | str, position: int | None,
                   epoch: int | None) -> str:
     return stable_id("d-", workflow_key, str(kind), position, epoch)
 
 
 _DOUBLE = Grade.DOUBLE_COMMIT
+#: Grades of one effect key committed under two epochs (compensated: one application reversed).
+TWICE = frozenset({Grade.DOUBLE_COMMIT, Grade.COMPENSATED})
 
 
 def displaced_epoch(grade: Grade, epoch: int, epochs: tuple[int, ...] | list[int] | None) -> int:
     """The epoch whose incident a finding joins: its own, or for a double commit the lowest epoch
     that committed the effect key (SPEC section 3, incidents)."""
-    return min(epochs) if grade is _DOUBLE and epochs else epoch
+    return min(epochs) if grade in TWICE and epochs else epoch
 
 
 # Attempts are resolved by later evidence (SPEC section 3): the next later event of the same
@@ -115,6 +137,9 @@ def attempt_grade(resolution: str | None, own_result: SinkResult | str | None) -
 
 # Confidence (SPEC section 3, rev 2).
 
+_CLOCK_TRUSTED = frozenset({"sink", "coordinator"})
+
+
 def confidence(findings: Iterable[Finding], *, observed: bool, capped: bool = False) -> Confidence:
     """How far ``findings`` (one incident's, or one finding live) can be trusted.
 
@@ -133,6 +158,10 @@ def confidence(findings: Iterable[Finding], *, observed: bool, capped: bool = Fa
     # order, not the reporter, is what most findings rest on); an unknown one counts as the worker.
     for f in findings:
         if f.kind is _COMMIT and reporter_role(f.reporter) == "worker":
+            return Confidence.MEDIUM
+        # An expiry is judged by wall clocks (SPEC section 8): high only when the sink or the
+        # coordinator reported the effect.
+        if "expired" in f.reasons and f.reporter not in _CLOCK_TRUSTED:
             return Confidence.MEDIUM
     return Confidence.HIGH
 

@@ -18,7 +18,8 @@ SEED = str(FIXTURES / "seed_split_brain.jsonl")
 EXPECTED = str(FIXTURES / "seed_split_brain.expected.json")
 REJECTED = FIXTURES / "rejected_attempt.jsonl"
 BAD_LINE = '{"seq": 99, "workflow_key": "k", "kind": "progress", "epoch": "seventeen"}\n'
-GRADES = "stale_activity, rejected_attempt, stale_attempt, stale_commit, double_commit"
+GRADES = ("stale_activity, rejected_attempt, compensated, stale_attempt, unauthorized_attempt, stale_commit, "
+          "unauthorized_commit, double_commit")
 
 
 def out(p) -> list[str]:

@@ -151,8 +151,8 @@ def test_seed_context_header(seed):
     ctx = build_context(seed)
     assert (ctx.verdict, ctx.fail_on, ctx.failing, ctx.total_findings) == ("fail", "stale_attempt", 3, 4)
     assert [(g.grade, g.count) for g in ctx.grade_counts] == [
-        ("stale_activity", 1), ("rejected_attempt", 0), ("stale_attempt", 1), ("stale_commit", 1),
-        ("double_commit", 1)]
+        ("stale_activity", 1), ("rejected_attempt", 0), ("compensated", 0), ("stale_attempt", 1),
+        ("unauthorized_attempt", 0), ("stale_commit", 1), ("unauthorized_commit", 0), ("double_commit", 1)]
     assert dataclasses.astuple(ctx.input) == (
         ["fixtures/seed_split_brain.jsonl"], "16", "16", "0", "0", "authoritative", [], 0)
     assert [(s.label, s.value) for s in ctx.stats] == [

@@ -120,14 +120,18 @@ def detect(store: Store) -> Detection:
         findings.sort(key=finding_order)
         # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
         findings = [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id]
+        from .authorize import authorize  # after SQL: it reads event rows as timeline does
+
+        findings, authority_notes = authorize(con, findings, finding_ts)
         # Hand DuckDB's cached pages back before the per-key facts below arrive in Python (a
         # million workflow rows at ten million events), so the two never peak together.
         con.execute(SQL["release_evidence"])
         store.shrink()
 
         diagnostics = sorted(
-            (Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
-             for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
+            [*(Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
+               for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
+             *authority_notes],
             key=diagnostic_order)
         workflows = [KeyCounts(*r) for r in con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()]
         handovers = [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]

@@ -264,3 +264,21 @@ SELECT * EXCLUDE (n) FROM (
     FROM ev e JOIN per_position p USING (workflow_key, ord))
 WHERE n <= $2
 ORDER BY workflow_key, ord, event_id;
+
+-- name: authority_keys
+-- The keys under the authority rules (SPEC section 8, opt-in): those whose log holds an authority
+-- kind or an effect naming an authority_id. Then those with compensation records (every key).
+SELECT DISTINCT workflow_key, true AS opted FROM events
+WHERE kind IN ('authority_granted', 'authority_revoked', 'resumed', 'revalidated') OR authority_id IS NOT NULL
+UNION ALL
+SELECT DISTINCT workflow_key, false FROM events WHERE kind = 'effect_compensated'
+ORDER BY 1, 2 DESC;
+
+-- name: authority_events
+-- Every event of the keys in $1 in each key's order, as event_rows with the parsed ts (column 17).
+SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
+       e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
+       e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
+FROM events e JOIN sources src USING (source_id)
+WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[]))
+ORDER BY e.workflow_key, e.ord, e.event_id;

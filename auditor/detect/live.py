@@ -32,8 +32,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from ..authority import KeyAuthority, Unauthorized, compensated, judged
 from ..model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Outcome, Reporter, SinkResult
-from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, finding_id, finding_order, incident_id,
+from ..rules import (attempt_grade, authority_incident_id, diagnostic_id, diagnostic_order, finding_id, finding_order,
+                     incident_id,
                      resolved_as)
 
 class LiveEvent(NamedTuple):
@@ -60,6 +62,13 @@ class LiveEvent(NamedTuple):
     file: str | None = None
     line: int | None = None
     observed: bool = False
+    lease_until: Any = None  # SPEC sections 7 and 8, as on ``model.Event``
+    heartbeat: str | None = None
+    reason: str | None = None
+    authority_id: str | None = None
+    expires_at: Any = None
+    scope: str | None = None
+    decision: str | None = None
 
 
 _last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
@@ -85,6 +94,8 @@ _ATTEMPT = Kind.EFFECT_ATTEMPTED
 _COMMIT = Kind.EFFECT_COMMITTED
 _REJECTED = SinkResult.REJECTED
 _VERIFIED = Kind.OUTCOME_VERIFIED
+_COMPENSATED = Kind.EFFECT_COMPENSATED
+_AUTHORITY_KINDS = frozenset({Kind.AUTHORITY_GRANTED, Kind.AUTHORITY_REVOKED, Kind.RESUMED, Kind.REVALIDATED})
 #: Section 8 kinds recorded outside an owner epoch (their epoch is optional) and those an owner
 #: records (resumed, revalidated): neither is a stale effect; the authority rules read them.
 _RECORDED = frozenset({Kind.AUTHORITY_GRANTED, Kind.AUTHORITY_REVOKED, Kind.EFFECT_COMPENSATED})
@@ -96,7 +107,7 @@ class _Key:
 
     __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "last_acq_seq", "last_seq",
                  "at_last_seq", "acquired", "evidence", "pending", "commits", "steps", "conflicts",
-                 "emitted", "touched")
+                 "emitted", "touched", "authority", "verdicts", "doubles")
 
     def __init__(self) -> None:
         self.rec_seqs: list[int] = []      # records: acquisitions that raised the highest epoch
@@ -115,6 +126,11 @@ class _Key:
         self.conflicts: dict[int, int] | None = None  # seq -> index of its ordering_conflict diagnostic
         self.emitted: set[tuple[Grade, int]] | None = None  # (grade, seq) of findings reported
         self.touched = 0                       # when it was last fed (the detector's event count)
+        # SPEC section 8, for keys that opted in (their first authority event): the tracker, the
+        # verdicts of stale attempts still pending, and the double commits open to compensation.
+        self.authority: KeyAuthority | None = None
+        self.verdicts: dict[int, tuple[Event, Unauthorized]] | None = None
+        self.doubles: dict[str | None, list[Finding]] | None = None
 
 
 def _finding(grade: Grade, e: Event, cur_epoch: int | None, cur_worker: str | None,
@@ -165,6 +181,7 @@ class LiveDetector:
         self.stale_events = 0
         self.reclaims = 0
         self.idempotent_retries = 0
+        self.withdrawn: list[str] = []  # ids of findings reported before and replaced since (compensated)
 
     @staticmethod
     def _owner_below(st: _Key, s: int) -> int:
@@ -194,7 +211,19 @@ class LiveDetector:
             self.late_events += 1
         self.events += 1
         found = self._apply(st, e, s)
+        kind = e.kind
+        if st.authority is not None or kind in _AUTHORITY_KINDS or e.authority_id is not None:
+            found = self._authorize(st, e, found)
+        elif st.verdicts:
+            found = [self._verdict_of(st, f) for f in found]
+        if kind is _COMPENSATED and st.doubles:
+            found = found + self._compensate(st, e)
         if found:
+            for f in found:
+                if f.grade is Grade.DOUBLE_COMMIT:
+                    if st.doubles is None:
+                        st.doubles = {}
+                    st.doubles.setdefault(f.effect_key, []).append(f)
             # One finding per (grade, seq): events sharing a seq (an ordering conflict) or fed
             # late can reach the same conclusion twice; the batch detector reports it once.
             emitted = st.emitted
@@ -207,6 +236,55 @@ class LiveDetector:
                     unique.append(f)
             found = unique
         return found
+
+    def _authorize(self, st: _Key, e: Event, found: list[Finding]) -> list[Finding]:
+        """SPEC section 8 for an opted-in key: feed its tracker; an unauthorized effect's finding
+        is ``authority.judged`` of its stale finding (or of none), a stale attempt still pending
+        keeps its verdict until it is resolved."""
+        if st.authority is None:  # opts in now: the acquisitions so far seed the tracker
+            st.authority = KeyAuthority.after_acquisitions(
+                st.max_epoch, st.last_acq_seq,
+                resumed=len(st.rec_seqs) > 1 or (st.acquired is not None and len(st.acquired) > 1))
+        verdict, notes = st.authority.feed(e)
+        for n in notes:
+            self._diagnose(DiagnosticKind(n.kind), e.workflow_key, n.seq, n.epoch, n.detail)
+        found = [self._verdict_of(st, f) for f in found] if st.verdicts else found
+        if verdict is None or (e.kind is not _ATTEMPT and e.kind is not _COMMIT):
+            return found
+        mine = [f for f in found if f.position == e.seq and f.kind is e.kind and not f.reasons
+                and f.grade is not Grade.DOUBLE_COMMIT]
+        if mine:
+            return [judged(e, verdict, f, finding_id, authority_incident_id) if f in mine else f for f in found]
+        if e.kind is _ATTEMPT and st.pending and any(w[0] is e for w in st.pending.get((e.epoch, e.effect_key), ())):
+            if st.verdicts is None:
+                st.verdicts = {}
+            st.verdicts[e.seq] = (e, verdict)  # judged when its resolution makes its finding
+            return found
+        return found + [judged(e, verdict, None, finding_id, authority_incident_id)]
+
+    @staticmethod
+    def _verdict_of(st: _Key, f: Finding) -> Finding:
+        """A stale attempt's finding, judged with the verdict its event got when it was fed."""
+        if f.kind is not _ATTEMPT or f.reasons or not st.verdicts:
+            return f
+        held = st.verdicts.pop(f.position, None)
+        if held is None:
+            return f
+        return judged(held[0], held[1], f, finding_id, authority_incident_id)
+
+    def _compensate(self, st: _Key, e: Event) -> list[Finding]:
+        """``effect_compensated`` turns the earliest double commit of its effect key before it
+        that is not yet compensated into ``compensated`` (the double commit is withdrawn)."""
+        waiting = st.doubles.get(e.effect_key) if st.doubles else None
+        if not waiting:
+            return []
+        waiting.sort(key=lambda f: f.position)
+        for i, d in enumerate(waiting):
+            if d.position < e.seq:
+                del waiting[i]
+                self.withdrawn.append(d.id)
+                return [compensated(d, finding_id)]
+        return []
 
     def _apply(self, st: _Key, e: Event, s: int) -> list[Finding]:
         kind = e.kind
@@ -447,7 +525,7 @@ class LiveDetector:
                     if (Grade.STALE_ATTEMPT, w[0].seq) in emitted:
                         continue  # another attempt at the same seq (an ordering conflict)
                     emitted.add((Grade.STALE_ATTEMPT, w[0].seq))
-                    out.append(_attempt(w, None))
+                    out.append(self._verdict_of(st, _attempt(w, None)))
             st.pending = None
         for p, s in sorted((st.evidence or {}).items()):
             if st.acquired is None or p not in st.acquired:
@@ -511,5 +589,8 @@ def detect_events(events: Iterable[Event]) -> list[Finding]:
         if paused:
             gc.enable()
     out.extend(det.finish())
+    if det.withdrawn:
+        gone = set(det.withdrawn)
+        out = [f for f in out if f.id not in gone]
     out.sort(key=finding_order)
     return out

@@ -15,13 +15,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..model import Event, Finding, Grade, Kind, Reporter, SinkResult
+from ..rules import TWICE
 from ..store import QUIET, Store
 from . import SQL
 
 _KINDS = {k.value: k for k in Kind}
 _RESULTS = {r.value: r for r in SinkResult}
 _REPORTERS = {r.value: r for r in Reporter}
-_ACQ, _COMMIT, _DOUBLE = Kind.LEASE_ACQUIRED, Kind.EFFECT_COMMITTED, Grade.DOUBLE_COMMIT
+_ACQ, _COMMIT = Kind.LEASE_ACQUIRED, Kind.EFFECT_COMMITTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,7 @@ def _timeline(key: str, rows: list[tuple], findings: list[Finding]) -> KeyTimeli
 def _partners(events: list[Event], findings: list[Finding]) -> dict[int, tuple[int, ...]]:
     out: dict[int, tuple[int, ...]] = {}
     for d in findings:
-        if d.grade is not _DOUBLE:
+        if d.grade not in TWICE:
             continue
         found: list[int] = []
         for ep in d.epochs:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 GRADE_STYLE = {
     Grade.STALE_ACTIVITY: "yellow", Grade.REJECTED_ATTEMPT: "cyan", Grade.STALE_ATTEMPT: "magenta",
-    Grade.STALE_COMMIT: "red", Grade.DOUBLE_COMMIT: "bold red",
+    Grade.STALE_COMMIT: "red", Grade.DOUBLE_COMMIT: "bold red", Grade.COMPENSATED: "blue",
+    Grade.UNAUTHORIZED_ATTEMPT: "bright_magenta", Grade.UNAUTHORIZED_COMMIT: "bold bright_red",
 }
 VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.FAIL: "bold red", Verdict.INCOMPLETE: "bold yellow"}
 MAX_INCIDENTS = 20

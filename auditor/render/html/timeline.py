@@ -18,7 +18,7 @@ from datetime import timezone
 from ...detect.timeline import KeyTimeline
 from ...explain import at
 from ...model import Event, Finding, Grade, Kind, SinkResult
-from ...rules import MEANINGS
+from ...rules import MEANINGS, TWICE
 from .format import _key_anchor, _owner, _short
 
 MAX_MARKS = 60  # events drawn per timeline
@@ -153,7 +153,7 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
 
     # Lanes: one per epoch (lowest on top), then one for verification events.
     epochs = sorted({e.epoch for e in shown if e.epoch is not None})
-    displaced = {f.epoch for f in findings if f.grade is not Grade.DOUBLE_COMMIT}
+    displaced = {f.epoch for f in findings if f.grade not in TWICE}
     current = {f.current_epoch for f in findings if f.current_epoch is not None}
     lanes: list[Lane] = []
     lane_y: dict[int | None, float] = {}
@@ -228,7 +228,7 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
     for seq, partners in sorted(tl.partners.items()):
         if seq not in xs:
             continue
-        d = next(f for f in at_seq[seq] if f.grade is Grade.DOUBLE_COMMIT)
+        d = next(f for f in at_seq[seq] if f.grade in TWICE)
         for p in partners:
             if p in xs:
                 what = d.effect_key if not d.unstable_effect_key else f"step {d.step_id}"
@@ -310,7 +310,7 @@ def _cut_note(events: list[Event], chosen: list[int], total: int) -> str | None:
 def _windows(findings: list[Finding]) -> dict[tuple[int, int | None], list[Finding]]:
     out: dict[tuple[int, int | None], list[Finding]] = defaultdict(list)
     for f in findings:
-        if f.grade is not Grade.DOUBLE_COMMIT:
+        if f.grade not in TWICE:
             out[(f.epoch, f.transition_seq)].append(f)
     return out
 

@@ -1,0 +1,81 @@
+"""SPEC section 8 in the batch detector: the authority rules and compensation, per key.
+
+Staleness and double commits are set operations over every event (``detect.sql``); authority is a
+state machine over one key's events in seq order (``authority.AuthorityTracker``), the same one the
+live detector feeds. Only keys that opt in (an authority kind, or an effect naming an
+``authority_id``) and keys with compensation records are read back, so an ordinary log pays one
+scan of two columns.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+import duckdb
+
+from ..authority import KeyAuthority, compensate, compensated, judged
+from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind
+from ..rules import authority_incident_id, diagnostic_id, finding_id, finding_order
+from ..sql import statements
+from .timeline import event_of
+
+SQL = statements("detect/detect.sql")
+_ATTEMPT, _COMMIT, _COMPENSATED = Kind.EFFECT_ATTEMPTED, Kind.EFFECT_COMMITTED, Kind.EFFECT_COMPENSATED
+_TWICE = Grade.DOUBLE_COMMIT
+
+
+def authorize(con: duckdb.DuckDBPyConnection, findings: list[Finding],
+              stamps: dict) -> tuple[list[Finding], list[Diagnostic]]:
+    """``findings`` with the authority rules and compensation applied, and their diagnostics;
+    ``stamps`` (finding id -> parsed ts) gains the findings it makes."""
+    marks = con.execute(SQL["authority_keys"]).fetchall()
+    if not marks:
+        return findings, []
+    opted = {k for k, is_opted in marks if is_opted}
+    keys = sorted({k for k, _ in marks})
+    by_key: dict[str, list[Finding]] = {k: [] for k in keys}
+    rest = []
+    for f in findings:
+        (by_key[f.workflow_key] if f.workflow_key in by_key else rest).append(f)
+    diagnostics: list[Diagnostic] = []
+    rows = con.execute(SQL["authority_events"], [keys]).fetchall()
+    for key, group in groupby(rows, key=lambda r: r[1]):
+        by_key[key] = _key(key, [(event_of(r), r[16]) for r in group], by_key[key], key in opted,
+                           diagnostics, stamps)
+    out = rest + [f for fs in by_key.values() for f in fs]
+    out.sort(key=finding_order)
+    return out, diagnostics
+
+
+def _key(key: str, events: list, findings: list[Finding], opted: bool,
+         diagnostics: list[Diagnostic], stamps: dict) -> list[Finding]:
+    if opted:
+        tracker = KeyAuthority()
+        at: dict[tuple[int, Kind], Finding] = {
+            (f.position, f.kind): f for f in findings if f.grade is not _TWICE and f.kind in (_ATTEMPT, _COMMIT)}
+        judged_at: dict[tuple[int, Kind], Finding] = {}
+        for e, ts in events:
+            verdict, notes = tracker.feed(e, ts)
+            for n in notes:
+                kind = DiagnosticKind(n.kind)
+                diagnostics.append(Diagnostic(diagnostic_id(key, kind, n.seq, n.epoch), kind, key, n.seq,
+                                              n.epoch, n.detail))
+            if verdict is not None and e.kind in (_ATTEMPT, _COMMIT):
+                stale = at.get((e.seq, e.kind))
+                f = judged_at[(e.seq, e.kind)] = judged(e, verdict, stale, finding_id, authority_incident_id)
+                stamps[f.id] = ts
+        findings = [f for f in findings if (f.position, f.kind) not in judged_at or f.grade is _TWICE]
+        findings += judged_at.values()
+    doubles = [(f.effect_key, f.position) for f in findings if f.grade is _TWICE]
+    compensations = [(e.effect_key, e.seq) for e, _ in events if e.kind is _COMPENSATED]
+    if doubles and compensations:
+        taken = compensate(doubles, compensations)
+        out = []
+        for f in findings:
+            if f.grade is _TWICE and f.position in taken:
+                c = compensated(f, finding_id)
+                stamps[c.id] = stamps.get(f.id)
+                f = c
+            out.append(f)
+        findings = out
+    return findings
