@@ -32,7 +32,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ..authority import KeyAuthority, Unauthorized, compensated, judged
+from ..authority import KeyAuthority, Unauthorized, compensated, judged, resolves
 from ..model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Outcome, Reporter, SinkResult
 from ..rules import (attempt_grade, authority_incident_id, diagnostic_id, diagnostic_order, finding_id, finding_order,
                      incident_id,
@@ -107,7 +107,7 @@ class _Key:
 
     __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "last_acq_seq", "last_seq",
                  "at_last_seq", "acquired", "evidence", "pending", "commits", "steps", "conflicts",
-                 "emitted", "touched", "authority", "verdicts", "doubles")
+                 "emitted", "touched", "authority", "verdicts", "unresolved", "doubles")
 
     def __init__(self) -> None:
         self.rec_seqs: list[int] = []      # records: acquisitions that raised the highest epoch
@@ -130,6 +130,8 @@ class _Key:
         # verdicts of stale attempts still pending, and the double commits open to compensation.
         self.authority: KeyAuthority | None = None
         self.verdicts: dict[int, tuple[Event, Unauthorized]] | None = None
+        # unauthorized attempts, not stale, waiting for their resolution: (epoch, effect key) -> ...
+        self.unresolved: dict[tuple[int, str | None], list[tuple[Event, Unauthorized]]] | None = None
         self.doubles: dict[str | None, list[Finding]] | None = None
 
 
@@ -249,18 +251,32 @@ class LiveDetector:
         for n in notes:
             self._diagnose(DiagnosticKind(n.kind), e.workflow_key, n.seq, n.epoch, n.detail)
         found = [self._verdict_of(st, f) for f in found] if st.verdicts else found
+        resolution = resolves(e)
+        resolved = st.unresolved.pop((e.epoch, e.effect_key), []) if resolution and st.unresolved else []
+        if resolved:
+            found = found + [judged(a, v, None, finding_id, authority_incident_id, resolution, e.seq)
+                             for a, v in resolved]
         if verdict is None or (e.kind is not _ATTEMPT and e.kind is not _COMMIT):
             return found
         mine = [f for f in found if f.position == e.seq and f.kind is e.kind and not f.reasons
                 and f.grade is not Grade.DOUBLE_COMMIT]
         if mine:
             return [judged(e, verdict, f, finding_id, authority_incident_id) if f in mine else f for f in found]
-        if e.kind is _ATTEMPT and st.pending and any(w[0] is e for w in st.pending.get((e.epoch, e.effect_key), ())):
+        if e.kind is _COMMIT:
+            return found + [judged(e, verdict, None, finding_id, authority_incident_id)]
+        if st.pending and any(w[0] is e for w in st.pending.get((e.epoch, e.effect_key), ())):
             if st.verdicts is None:
                 st.verdicts = {}
-            st.verdicts[e.seq] = (e, verdict)  # judged when its resolution makes its finding
+            st.verdicts[e.seq] = (e, verdict)  # a stale attempt: judged when its finding is made
             return found
-        return found + [judged(e, verdict, None, finding_id, authority_incident_id)]
+        if resolution == "rejected":
+            if resolved or any(f.receipt_seq == e.seq for f in found):
+                return found  # the receipt of the attempts it resolved, not a finding of its own
+            return found + [judged(e, verdict, None, finding_id, authority_incident_id)]
+        if st.unresolved is None:
+            st.unresolved = {}
+        st.unresolved.setdefault((e.epoch, e.effect_key), []).append((e, verdict))
+        return found
 
     @staticmethod
     def _verdict_of(st: _Key, f: Finding) -> Finding:
@@ -527,6 +543,10 @@ class LiveDetector:
                     emitted.add((Grade.STALE_ATTEMPT, w[0].seq))
                     out.append(self._verdict_of(st, _attempt(w, None)))
             st.pending = None
+        if st.unresolved:  # unauthorized attempts nothing resolved: their own verdict
+            out.extend(judged(a, v, None, finding_id, authority_incident_id)
+                       for waiting in st.unresolved.values() for a, v in waiting)
+            st.unresolved = None
         for p, s in sorted((st.evidence or {}).items()):
             if st.acquired is None or p not in st.acquired:
                 self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,
