@@ -291,7 +291,7 @@ def judged(e: Any, verdict: Unauthorized, stale: "Finding | None", finding_id: A
         current_epoch, current_worker, transition = e.epoch, e.worker, None
         ts = e.ts
         if type(ts) is int:  # a live event's OTel nanoseconds, as the live detector renders them
-            from .detect.live import rfc3339
+            from .detect.live_event import rfc3339
 
             ts = rfc3339(ts)
     return Finding(
