@@ -257,18 +257,21 @@ class KeyAuthority:
 
 
 def judged(e: Any, verdict: Unauthorized, stale: "Finding | None", finding_id: Any,
-           incident_of: Any) -> "Finding":
+           incident_of: Any, resolution: str | None = None, receipt: int | None = None) -> "Finding":
     """The one finding of an unauthorized effect ``e`` (SPEC section 8).
 
     A commit is ``unauthorized_commit``, an attempt ``unauthorized_attempt``, one the sink rejected
-    (its own ``sink_result``, or the rejection that resolved it as a stale attempt) a
-    ``rejected_attempt``: the mandate check held. An event that is stale too gives one finding at
-    the more severe grade, with both reasons (``stale`` first).
+    (its own ``sink_result``, or the rejection that resolved it) a ``rejected_attempt``: the
+    mandate check held. An attempt is resolved as a stale one is (SPEC section 3): by the next
+    later rejection or commit of its (workflow key, epoch, effect key), ``resolution`` and that
+    event's seq ``receipt``. An event that is stale too gives one finding at the more severe
+    grade, with both reasons (``stale`` first).
     """
     from .model import Finding, Grade, Kind, Outcome, SinkResult
 
     commit = e.kind == Kind.EFFECT_COMMITTED
-    rejected = (not commit and (e.sink_result == SinkResult.REJECTED
+    own_rejection = not commit and e.sink_result == SinkResult.REJECTED
+    rejected = (not commit and (own_rejection or resolution == "rejected"
                                 or (stale is not None and stale.grade is Grade.REJECTED_ATTEMPT)))
     grade = (Grade.REJECTED_ATTEMPT if rejected else Grade.UNAUTHORIZED_COMMIT if commit
              else Grade.UNAUTHORIZED_ATTEMPT)
@@ -280,21 +283,39 @@ def judged(e: Any, verdict: Unauthorized, stale: "Finding | None", finding_id: A
     if stale is not None:
         outcome, receipt = stale.outcome, stale.receipt_seq
         current_epoch, current_worker, transition = stale.current_epoch, stale.current_worker, stale.transition_seq
+        ts = stale.ts
     else:
-        outcome = (Outcome.COMMITTED if commit else Outcome.REJECTED if rejected
+        outcome = (Outcome.COMMITTED if commit or resolution == "committed" else Outcome.REJECTED if rejected
                    else Outcome.COMMITTED if e.sink_result == SinkResult.ACCEPTED else Outcome.UNKNOWN)
-        receipt = e.seq if rejected else None
+        receipt = (receipt if resolution == "rejected" else e.seq) if rejected else None
         current_epoch, current_worker, transition = e.epoch, e.worker, None
+        ts = e.ts
+        if type(ts) is int:  # a live event's OTel nanoseconds, as the live detector renders them
+            from .detect.live_event import rfc3339
+
+            ts = rfc3339(ts)
     return Finding(
         id=finding_id(k, grade, e.seq), grade=grade, workflow_key=k,
         seq=None if getattr(e, "observed", False) else e.seq, position=e.seq, kind=e.kind,
         epoch=e.epoch, worker=e.worker, current_epoch=current_epoch, current_worker=current_worker,
         transition_seq=transition, effect_key=e.effect_key, step_id=e.step_id, sink=e.sink,
         reporter=None if e.reporter is None else str(e.reporter),
-        ts=stale.ts if stale is not None else e.ts, outcome=outcome, receipt_seq=receipt,
+        ts=ts, outcome=outcome, receipt_seq=receipt,
         incident_id=incident_of(k, verdict.anchor), file=e.file, line=e.line,
         reasons=reasons, authority_id=verdict.authority_id, anchor=verdict.anchor,
         since_seq=verdict.since_seq, since_ts=since_ts)
+
+
+def resolves(e: Any) -> str | None:
+    """What an event makes of the open attempts of its (key, epoch, effect key): ``committed``,
+    ``rejected`` or None (the rule of ``rules.resolves``, for either engine's events)."""
+    from .model import Kind, SinkResult
+
+    if e.kind == Kind.EFFECT_COMMITTED:
+        return "committed"
+    if e.kind == Kind.EFFECT_ATTEMPTED and e.sink_result == SinkResult.REJECTED:
+        return "rejected"
+    return None
 
 
 def compensated(f: "Finding", finding_id: Any) -> "Finding":

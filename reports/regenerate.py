@@ -63,11 +63,21 @@ def payments_unfenced_200() -> str:
         return render_html(audit(name))
 
 
+def authority_refund() -> str:
+    """Seed 004's refund under an expired mandate, beside one in time and a key without mandates."""
+    from auditor import audit
+    from auditor.render.html import render_html
+
+    with contextlib.chdir(ROOT):
+        return render_html(audit("fixtures/authority_expired_refund.jsonl"))
+
+
 EXAMPLES: dict[str, Callable[[], str]] = {
     "seed_split_brain.html": seed_split_brain,
     "seed_split_brain.md": seed_split_brain_markdown,
     "seed_split_brain.junit.xml": seed_split_brain_junit,
     "payments_unfenced_200.html": payments_unfenced_200,
+    "authority_refund.html": authority_refund,
 }
 
 

@@ -373,7 +373,7 @@ def _regenerate_module():
 
 
 @pytest.mark.parametrize("name", ["seed_split_brain.html", "payments_unfenced_200.html",
-                                  "seed_split_brain.md", "seed_split_brain.junit.xml"])
+                                  "seed_split_brain.md", "seed_split_brain.junit.xml", "authority_refund.html"])
 def test_committed_reports_match_the_code(name):
     regen = _regenerate_module()
     committed = ROOT / "reports" / name
@@ -508,3 +508,24 @@ def test_axis_is_spaced_by_seq_and_long_runs_without_events_are_shortened(tmp_pa
     assert x[2] - x[1] == x[3] - x[2]  # one step per seq
     assert x[50] - x[3] == 3 * (x[2] - x[1])  # 46 seqs without an event drawn as three steps
     assert [g.title for g in card.timeline.gaps] == ["seqs 4 to 49 hold no event of this key (axis shortened)"]
+
+
+def test_chromium_draws_a_mandates_lifetime(browser, tmp_path):
+    """SPEC section 8 on the timeline: the grant, the expiry before the refund, the lifetime band."""
+    with audit([FIXTURES / "authority_expired_refund.jsonl"]) as result:
+        html = render_html(result)
+    path = tmp_path / "refund.html"
+    path.write_text(html, encoding="utf-8")
+    page, problems = _open(browser, path)
+    tl = page.locator("figure.timeline").first
+    labels = tl.locator("g.rule text").all_text_contents()
+    assert "mandate-7 granted seq 1" in labels
+    assert "mandate-7 expired 2026-07-26T14:00:00Z" in labels
+    band = tl.locator("rect.band.mandate-life").first.bounding_box()
+    assert band is not None and band["width"] > 20 and band["height"] >= 3
+    granted = tl.locator("g.rule.mandate line").first.bounding_box()
+    expired = tl.locator("g.rule.mandate-end line").first.bounding_box()
+    assert granted["x"] < expired["x"]  # the lifetime runs from the grant to the expiry
+    assert abs(band["x"] + band["width"] - expired["x"]) < 4
+    assert page.locator("p.witness").first.inner_text().startswith("mandate-7 expired at 2026-07-26T14:00:00Z")
+    assert problems == []

@@ -260,7 +260,9 @@ def test_generate_log_writes_exactly_the_events_asked(tmp_path, events, workflow
     assert dict(Counter(g for g, _, _ in truth)) == got.findings
     if events >= 6000:
         assert seqs != sorted(seqs)  # some neighbours swapped
-        assert set(got.findings) == {g.value for g in Grade}
+        # every grade of SPEC section 3 (the generator simulates no mandates nor compensations)
+        assert set(got.findings) == {g.value for g in Grade} - {"compensated", "unauthorized_attempt",
+                                                                 "unauthorized_commit"}
         assert got.runs > 100
 
 

@@ -13,7 +13,7 @@ from itertools import groupby
 
 import duckdb
 
-from ..authority import KeyAuthority, compensate, compensated, judged
+from ..authority import KeyAuthority, compensate, compensated, judged, resolves
 from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind
 from ..rules import authority_incident_id, diagnostic_id, finding_id, finding_order
 from ..sql import statements
@@ -54,16 +54,37 @@ def _key(key: str, events: list, findings: list[Finding], opted: bool,
         at: dict[tuple[int, Kind], Finding] = {
             (f.position, f.kind): f for f in findings if f.grade is not _TWICE and f.kind in (_ATTEMPT, _COMMIT)}
         judged_at: dict[tuple[int, Kind], Finding] = {}
+        receipts = {f.receipt_seq for f in findings if f.receipt_seq is not None}
+        # Unauthorized attempts that are not stale wait for their resolution, as stale ones do.
+        waiting: dict[tuple[int, str | None], list[tuple]] = {}
+
+        def judge(e, verdict, ts, stale=None, resolution=None, receipt=None) -> None:
+            f = judged_at[(e.seq, e.kind)] = judged(e, verdict, stale, finding_id, authority_incident_id,
+                                                    resolution, receipt)
+            stamps[f.id] = ts
+
         for e, ts in events:
             verdict, notes = tracker.feed(e, ts)
             for n in notes:
                 kind = DiagnosticKind(n.kind)
                 diagnostics.append(Diagnostic(diagnostic_id(key, kind, n.seq, n.epoch), kind, key, n.seq,
                                               n.epoch, n.detail))
-            if verdict is not None and e.kind in (_ATTEMPT, _COMMIT):
-                stale = at.get((e.seq, e.kind))
-                f = judged_at[(e.seq, e.kind)] = judged(e, verdict, stale, finding_id, authority_incident_id)
-                stamps[f.id] = ts
+            resolved = waiting.pop((e.epoch, e.effect_key), []) if (resolution := resolves(e)) else []
+            for a, a_verdict, a_ts in resolved:
+                judge(a, a_verdict, a_ts, resolution=resolution, receipt=e.seq)
+            if verdict is None or e.kind not in (_ATTEMPT, _COMMIT):
+                continue
+            stale = at.get((e.seq, e.kind))
+            if stale is not None or e.kind is _COMMIT:
+                judge(e, verdict, ts, stale)
+            elif resolution == "rejected":
+                if not resolved and e.seq not in receipts:  # a refusal that resolved nothing is a
+                    judge(e, verdict, ts)                   # finding of its own
+            else:
+                waiting.setdefault((e.epoch, e.effect_key), []).append((e, verdict, ts))
+        for attempts in waiting.values():  # never resolved: the attempt's own verdict
+            for a, a_verdict, a_ts in attempts:
+                judge(a, a_verdict, a_ts)
         findings = [f for f in findings if (f.position, f.kind) not in judged_at or f.grade is _TWICE]
         findings += judged_at.values()
     doubles = [(f.effect_key, f.position) for f in findings if f.grade is _TWICE]

@@ -30,63 +30,18 @@ import heapq
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from ..authority import KeyAuthority, Unauthorized, compensated, judged
 from ..model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Outcome, Reporter, SinkResult
-from ..rules import (attempt_grade, authority_incident_id, diagnostic_id, diagnostic_order, finding_id, finding_order,
-                     incident_id,
+from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, finding_id, finding_order, incident_id,
                      resolved_as)
+from . import live_authority
+from .live_event import LiveEvent, rfc3339
 
-class LiveEvent(NamedTuple):
-    """``model.Event``'s fields as a tuple, for callers that build events by the million.
+if TYPE_CHECKING:
+    from ..authority import KeyAuthority, Unauthorized
 
-    ``LiveDetector`` reads events by attribute only, so it takes either; a frozen dataclass
-    costs more to build than the detector spends on the event (the span processor's case).
-    ``ts`` may also be OTel's nanoseconds since the epoch: findings render it as RFC 3339.
-    """
-
-    seq: int
-    workflow_key: str
-    kind: Kind
-    epoch: int | None
-    worker: str = "unknown"
-    effect_key: str | None = None
-    sink: str | None = None
-    sink_result: SinkResult | None = None
-    reporter: Reporter | None = None
-    step_id: str | None = None
-    ts: str | int | None = None
-    event_id: str | None = None
-    attrs: dict[str, Any] | None = None
-    file: str | None = None
-    line: int | None = None
-    observed: bool = False
-    lease_until: Any = None  # SPEC sections 7 and 8, as on ``model.Event``
-    heartbeat: str | None = None
-    reason: str | None = None
-    authority_id: str | None = None
-    expires_at: Any = None
-    scope: str | None = None
-    decision: str | None = None
-
-
-_last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
-
-
-def rfc3339(ns: int) -> str:
-    """Nanoseconds since the epoch as RFC 3339 UTC, to the microsecond (what DuckDB parses)."""
-    secs, rest = divmod(int(ns), 1_000_000_000)
-    cache = _last_second
-    if cache[0] == secs:
-        head = cache[1]
-    else:
-        head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-        cache[0], cache[1] = secs, head
-    micros = rest // 1000
-    return f"{head}.{micros:06d}Z" if micros else head + "Z"
-
-
+__all__ = ["LiveDetector", "LiveEvent", "detect_events", "rfc3339"]
 
 _ACQ = Kind.LEASE_ACQUIRED
 _PROGRESS = Kind.PROGRESS
@@ -107,7 +62,7 @@ class _Key:
 
     __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "last_acq_seq", "last_seq",
                  "at_last_seq", "acquired", "evidence", "pending", "commits", "steps", "conflicts",
-                 "emitted", "touched", "authority", "verdicts", "doubles")
+                 "emitted", "touched", "authority", "verdicts", "unresolved", "doubles")
 
     def __init__(self) -> None:
         self.rec_seqs: list[int] = []      # records: acquisitions that raised the highest epoch
@@ -130,6 +85,8 @@ class _Key:
         # verdicts of stale attempts still pending, and the double commits open to compensation.
         self.authority: KeyAuthority | None = None
         self.verdicts: dict[int, tuple[Event, Unauthorized]] | None = None
+        # unauthorized attempts, not stale, waiting for their resolution: (epoch, effect key) -> ...
+        self.unresolved: dict[tuple[int, str | None], list[tuple[Event, Unauthorized]]] | None = None
         self.doubles: dict[str | None, list[Finding]] | None = None
 
 
@@ -213,11 +170,11 @@ class LiveDetector:
         found = self._apply(st, e, s)
         kind = e.kind
         if st.authority is not None or kind in _AUTHORITY_KINDS or e.authority_id is not None:
-            found = self._authorize(st, e, found)
+            found = live_authority.authorize(self, st, e, found)
         elif st.verdicts:
-            found = [self._verdict_of(st, f) for f in found]
+            found = [live_authority.verdict_of(st, f) for f in found]
         if kind is _COMPENSATED and st.doubles:
-            found = found + self._compensate(st, e)
+            found = found + live_authority.compensate(self, st, e)
         if found:
             for f in found:
                 if f.grade is Grade.DOUBLE_COMMIT:
@@ -236,55 +193,6 @@ class LiveDetector:
                     unique.append(f)
             found = unique
         return found
-
-    def _authorize(self, st: _Key, e: Event, found: list[Finding]) -> list[Finding]:
-        """SPEC section 8 for an opted-in key: feed its tracker; an unauthorized effect's finding
-        is ``authority.judged`` of its stale finding (or of none), a stale attempt still pending
-        keeps its verdict until it is resolved."""
-        if st.authority is None:  # opts in now: the acquisitions so far seed the tracker
-            st.authority = KeyAuthority.after_acquisitions(
-                st.max_epoch, st.last_acq_seq,
-                resumed=len(st.rec_seqs) > 1 or (st.acquired is not None and len(st.acquired) > 1))
-        verdict, notes = st.authority.feed(e)
-        for n in notes:
-            self._diagnose(DiagnosticKind(n.kind), e.workflow_key, n.seq, n.epoch, n.detail)
-        found = [self._verdict_of(st, f) for f in found] if st.verdicts else found
-        if verdict is None or (e.kind is not _ATTEMPT and e.kind is not _COMMIT):
-            return found
-        mine = [f for f in found if f.position == e.seq and f.kind is e.kind and not f.reasons
-                and f.grade is not Grade.DOUBLE_COMMIT]
-        if mine:
-            return [judged(e, verdict, f, finding_id, authority_incident_id) if f in mine else f for f in found]
-        if e.kind is _ATTEMPT and st.pending and any(w[0] is e for w in st.pending.get((e.epoch, e.effect_key), ())):
-            if st.verdicts is None:
-                st.verdicts = {}
-            st.verdicts[e.seq] = (e, verdict)  # judged when its resolution makes its finding
-            return found
-        return found + [judged(e, verdict, None, finding_id, authority_incident_id)]
-
-    @staticmethod
-    def _verdict_of(st: _Key, f: Finding) -> Finding:
-        """A stale attempt's finding, judged with the verdict its event got when it was fed."""
-        if f.kind is not _ATTEMPT or f.reasons or not st.verdicts:
-            return f
-        held = st.verdicts.pop(f.position, None)
-        if held is None:
-            return f
-        return judged(held[0], held[1], f, finding_id, authority_incident_id)
-
-    def _compensate(self, st: _Key, e: Event) -> list[Finding]:
-        """``effect_compensated`` turns the earliest double commit of its effect key before it
-        that is not yet compensated into ``compensated`` (the double commit is withdrawn)."""
-        waiting = st.doubles.get(e.effect_key) if st.doubles else None
-        if not waiting:
-            return []
-        waiting.sort(key=lambda f: f.position)
-        for i, d in enumerate(waiting):
-            if d.position < e.seq:
-                del waiting[i]
-                self.withdrawn.append(d.id)
-                return [compensated(d, finding_id)]
-        return []
 
     def _apply(self, st: _Key, e: Event, s: int) -> list[Finding]:
         kind = e.kind
@@ -525,8 +433,10 @@ class LiveDetector:
                     if (Grade.STALE_ATTEMPT, w[0].seq) in emitted:
                         continue  # another attempt at the same seq (an ordering conflict)
                     emitted.add((Grade.STALE_ATTEMPT, w[0].seq))
-                    out.append(self._verdict_of(st, _attempt(w, None)))
+                    out.append(live_authority.verdict_of(st, _attempt(w, None)))
             st.pending = None
+        if st.unresolved:  # unauthorized attempts nothing resolved: their own verdict
+            out.extend(live_authority.unresolved(st))
         for p, s in sorted((st.evidence or {}).items()):
             if st.acquired is None or p not in st.acquired:
                 self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,

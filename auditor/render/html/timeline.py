@@ -169,8 +169,13 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
         top += LANE_H
     if any(e.epoch is None for e in shown):
         lane_y[None] = top + LANE_H / 2
-        lanes.append(Lane(top + LANE_H / 2, top, LANE_H, "verification", "", "outcome_verified events",
-                          "verifier"))
+        if any(e.epoch is None and e.kind in _MANDATE_KINDS for e in shown):
+            lanes.append(Lane(top + LANE_H / 2, top, LANE_H, "records", "", "events recorded outside an "
+                              "owner epoch: mandates (authority_granted, authority_revoked), compensations, "
+                              "outcome checks", "verifier"))
+        else:
+            lanes.append(Lane(top + LANE_H / 2, top, LANE_H, "verification", "", "outcome_verified events",
+                              "verifier"))
         top += LANE_H
     lanes_bottom = top
 
@@ -210,7 +215,9 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
                           12 if row % 2 == 0 else 26, "start" if fits else "end", css, what))
         row += 1
 
-    bands = []
+    mandate_rules, lives = _mandates(tl, shown, xs, plot_right, lanes_bottom, row)
+    rules += mandate_rules
+    bands = lives
     for (epoch, tseq), fs in sorted(_windows(findings).items()):
         last = max(f.position for f in fs)
         if epoch not in lane_y or last not in xs:
@@ -355,6 +362,67 @@ def _choose(events: list[Event], findings: list[Finding], partners: dict[int, tu
         radius += 1
     return sorted(chosen)
 
+
+
+_MANDATE_KINDS = frozenset({Kind.AUTHORITY_GRANTED, Kind.AUTHORITY_REVOKED, Kind.EFFECT_COMPENSATED})
+_MANDATE_RULES = {Kind.AUTHORITY_GRANTED: "mandate", Kind.AUTHORITY_REVOKED: "mandate-end",
+                  Kind.RESUMED: "resume", Kind.REVALIDATED: "mandate"}
+
+
+def _mandates(tl: KeyTimeline, shown: list[Event], xs: dict[int, float], plot_right: float,
+              lanes_bottom: float, row: int) -> tuple[list[Rule], list[Band]]:
+    """SPEC section 8 on the timeline: a rule at each grant, revocation, resume and revalidation,
+    one at the first drawn event past a mandate's expiry, and each mandate's lifetime as a band
+    along the top, from its grant to its revocation or expiry (or the end of the drawing)."""
+    from ...authority import when
+
+    rules, bands, ends, grants = [], [], {}, []
+    for t in tl.events:
+        e = t.event
+        css = _MANDATE_RULES.get(e.kind)
+        if css is None or e.seq not in xs:
+            continue
+        if e.kind is Kind.REVALIDATED:
+            label = f"revalidated {e.decision} seq {e.seq}"
+            css = "mandate" if e.decision == "continue" else "mandate-end"
+        elif e.kind is Kind.RESUMED:
+            label = f"resumed seq {e.seq}"
+        else:
+            verb = "granted" if e.kind is Kind.AUTHORITY_GRANTED else "revoked"
+            label = f"{e.authority_id} {verb} seq {e.seq}"
+            if verb == "granted":
+                grants.append(e)
+            else:
+                ends.setdefault(e.authority_id, xs[e.seq])
+        what = label + (f", expires {_instant(e.expires_at)}" if e.expires_at else "") + (
+            f", scope {e.scope}" if e.scope else "")
+        rules.append(_rule(xs[e.seq], label, css, what, plot_right, lanes_bottom, row))
+        row += 1
+    for g in grants:
+        if g.expires_at is None:
+            continue
+        past = next((e for e in shown if e.seq > g.seq and (t := when(e.ts)) is not None and t > g.expires_at),
+                    None)
+        if past is not None and past.seq in xs:
+            x = xs[past.seq] - 4
+            label = f"{g.authority_id} expired {_instant(g.expires_at)}"
+            rules.append(_rule(x, label, "mandate-end", label + f" (before the event at seq {past.seq})",
+                               plot_right, lanes_bottom, row))
+            row += 1
+            ends.setdefault(g.authority_id, x)
+    for g in grants:
+        start = xs[g.seq]
+        end = ends.get(g.authority_id, plot_right - PAD_X / 2)
+        if end > start:
+            bands.append(Band(start, RULE_BAND - 8, end - start, 4, "mandate-life",
+                              f"lifetime of {g.authority_id}: from its grant at seq {g.seq}"))
+    return rules, bands
+
+
+def _rule(x: float, label: str, css: str, what: str, plot_right: float, lanes_bottom: float, row: int) -> Rule:
+    fits = x + 4 + len(label) * CHAR_W <= plot_right
+    return Rule(x, RULE_BAND - 2, lanes_bottom, label, x + 4 if fits else x - 4,
+                12 if row % 2 == 0 else 26, "start" if fits else "end", css, what)
 
 
 _SYMBOL = {Kind.LEASE_ACQUIRED: "s-acquired", Kind.PROGRESS: "s-progress",

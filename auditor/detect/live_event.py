@@ -1,0 +1,61 @@
+"""The live detector's event tuple and time format, shared by the doors that build live events.
+
+``LiveEvent`` carries ``model.Event``'s fields as a tuple (cheaper to build by the million than a
+frozen dataclass); ``rfc3339`` renders OTel nanoseconds as the findings show them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+from ..model import Kind, Reporter, SinkResult
+
+
+class LiveEvent(NamedTuple):
+    """``model.Event``'s fields as a tuple, for callers that build events by the million.
+
+    ``LiveDetector`` reads events by attribute only, so it takes either; a frozen dataclass
+    costs more to build than the detector spends on the event (the span processor's case).
+    ``ts`` may also be OTel's nanoseconds since the epoch: findings render it as RFC 3339.
+    """
+
+    seq: int
+    workflow_key: str
+    kind: Kind
+    epoch: int | None
+    worker: str = "unknown"
+    effect_key: str | None = None
+    sink: str | None = None
+    sink_result: SinkResult | None = None
+    reporter: Reporter | None = None
+    step_id: str | None = None
+    ts: str | int | None = None
+    event_id: str | None = None
+    attrs: dict[str, Any] | None = None
+    file: str | None = None
+    line: int | None = None
+    observed: bool = False
+    lease_until: Any = None  # SPEC sections 7 and 8, as on ``model.Event``
+    heartbeat: str | None = None
+    reason: str | None = None
+    authority_id: str | None = None
+    expires_at: Any = None
+    scope: str | None = None
+    decision: str | None = None
+
+
+_last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
+
+
+def rfc3339(ns: int) -> str:
+    """Nanoseconds since the epoch as RFC 3339 UTC, to the microsecond (what DuckDB parses)."""
+    secs, rest = divmod(int(ns), 1_000_000_000)
+    cache = _last_second
+    if cache[0] == secs:
+        head = cache[1]
+    else:
+        head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+        cache[0], cache[1] = secs, head
+    micros = rest // 1000
+    return f"{head}.{micros:06d}Z" if micros else head + "Z"
