@@ -17,6 +17,7 @@ import duckdb
 from ..errors import InputError
 from ..store import QUIET, Store
 from .compression import DamagedStream, compression_of, open_bytes
+from .csv_lines import record_lines
 from .jsonl import CHUNK_BYTES, _corrupt, damage_table, too_long_reason
 from .sources import Progress, Source
 
@@ -47,6 +48,7 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
                  "file_row_number + 1 AS line FROM read_parquet(?, file_row_number = true)")
         params = [str(source.path)]
         first = 1
+    starts = record_lines(source) if fmt == "csv" else None
     cur = store.con.cursor()
     cur.execute(QUIET)
     try:
@@ -55,7 +57,7 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         for batch in batches:
             n = batch.num_rows
             if fmt == "csv":
-                lines = pa.array(range(line, line + n), pa.int64())
+                lines = pa.array(_numbers(starts, line - first, n, line), pa.int64())
                 yield _without_blank_rows(pa.table({"line": lines, "pos": lines, "raw": batch.column(0),
                                                     "bad": pa.nulls(n, pa.string())}), batch.column(1))
             else:
@@ -72,6 +74,14 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         cur.close()
     if progress is not None:
         progress(source.size)
+
+
+def _numbers(starts, done: int, n: int, line: int):
+    """The line numbers of ``n`` rows after ``done`` rows: where each starts (``record_lines``),
+    or consecutive ones from ``line`` when every row is one line (or the rows outrun the map)."""
+    if starts is not None and done + n <= len(starts):
+        return starts[done:done + n]
+    return range(line, line + n)
 
 
 #: A CSV row whose every cell is empty or spaces is a blank line: not a line read (SPEC rev 2).
