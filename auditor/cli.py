@@ -444,6 +444,9 @@ def simulate(
     out: Path = typer.Option(..., "--out", metavar="FILE", help="Where to write the event log (.gz compresses)."),
     expect_out: Optional[Path] = typer.Option(
         None, "--expect-out", metavar="FILE", help="Also write the simulation's ground truth in the --expect format."),
+    mandates: str = typer.Option("none", "--mandates", metavar="KIND",
+                                 help="Runs hold mandates that expire or are revoked during preemptions, behind a "
+                                      "gateway that checks them (checked) or not (unchecked); none: no mandates."),
 ) -> None:
     """Simulate preemptions against a tool gateway and write the log with its ground truth."""
     from .simulate import SimulateError, run_cli
@@ -452,9 +455,9 @@ def simulate(
     check_outputs([("--out", out)] + ([("--expect-out", expect_out)] if expect_out else []), [])
     with errors():
         try:
-            typer.echo(run_cli(runs, seed, mode, out, expect_out))
+            typer.echo(run_cli(runs, seed, mode, out, expect_out, mandates))
         except SimulateError as e:
-            raise fail(f"--mode: {e}") from None
+            raise fail(f"{'--mandates' if 'mandates' in str(e) else '--mode'}: {e}") from None
 
 
 @app.command()

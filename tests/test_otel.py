@@ -699,3 +699,34 @@ def test_seqless_log_batch_witness_names_positions(tmp_path):
         "release-index/2026-07-26 at position 6 (no seq): a displaced owner changed the outside world. "
         "Epoch 18 (beta) committed release-index/2026-07-26 again at position 7 (no seq) after epoch 17 "
         "had: the effect happened twice.")
+
+
+def test_authority_attributes_audited_live_as_in_the_store(tmp_path):
+    """``ownership.authority_id``, ``ownership.expires_at``, ``ownership.decision`` on spans: the
+    span processor judges the refund under an expired mandate as the batch audit of its store."""
+    db = tmp_path / "live.duckdb"
+    processor = AuditSpanProcessor(db=db)
+    provider = provider_with(processor)
+    tracer = provider.get_tracer("t")
+    base = {"ownership.workflow_key": "refund/inv-9"}
+    spans = [
+        ("authority_granted", 1, {"ownership.authority_id": "mandate-7", "ownership.expires_at": "2026-07-26T14:00:00Z"}),
+        ("lease_acquired", 2, {"ownership.epoch": 1, "ownership.worker": "w1"}),
+        ("lease_acquired", 3, {"ownership.epoch": 2, "ownership.worker": "w2"}),
+        ("revalidated", 4, {"ownership.epoch": 2, "ownership.decision": "continue"}),
+        ("effect_committed", 5, {"ownership.epoch": 2, "ownership.worker": "w2", "ownership.effect_key": "refund:inv-9",
+                                 "ownership.authority_id": "mandate-7", "ownership.reporter": "sink"}),
+    ]
+    start = 1_785_074_400_000_000_000  # 2026-07-26T14:00:00Z in ns
+    for kind, seq, attrs in spans:
+        t = start + (seq - 1) * 75_000_000_000  # 75 s apart: the commit lands at 14:05
+        span = tracer.start_span("step", start_time=t,
+                                 attributes={**base, "ownership.event": kind, "ownership.seq": seq, **attrs})
+        span.end(end_time=t + 1)
+    provider.shutdown()
+    assert [(f.grade.value, f.seq, f.reasons, f.authority_id) for f in processor.findings] == [
+        ("unauthorized_commit", 5, ("expired",), "mandate-7")]
+    with report(db) as stored:
+        assert [f.to_dict() for f in stored.findings] == [
+            {**f.to_dict(), "file": stored.findings[0].file, "line": stored.findings[0].line}
+            for f in processor.findings]

@@ -311,3 +311,46 @@ def test_auditor_finds_exactly_the_generated_truth(workflows, tmp_path):
     truth = {tuple(t) for t in json.loads(exp.read_text())["findings"]}
     found = audit([path]).expected_triples()
     assert (sorted(found - truth), sorted(truth - found)) == ([], [])
+
+
+@pytest.mark.parametrize("mode", ["fenced", "unfenced"])
+@pytest.mark.parametrize("mandates", ["checked", "unchecked"])
+def test_mandates_auditor_and_live_find_exactly_the_simulated_truth(mode, mandates, tmp_path):
+    """SPEC section 8 in the simulator: mandates expire or are revoked during preemptions; half the
+    runs resume without revalidating. The gateway that checks the authority token lets no
+    unauthorized effect through (its refusals are rejected attempts); the one that does not lets
+    them commit. Both engines report exactly the simulation's own bookkept truth."""
+    from auditor import audit
+    from auditor.detect.live import detect_events
+    from auditor.detect.timeline import iter_events
+
+    sim = simulate(120, seed=3, mode=mode, mandates=mandates)
+    path = tmp_path / "m.jsonl"
+    sim.write(path)
+    with audit([path], fail_on="double_commit") as result:
+        found, truth = result.expected_triples(), set(sim.truth)
+        assert result.input.quarantined == 0
+        assert (sorted(found - truth), sorted(truth - found)) == ([], [])
+        live = detect_events(iter_events(result.store))
+        assert [f.to_dict() for f in live] == [f.to_dict() for f in result.findings]
+    grades = Counter(g for g, _, _ in truth)
+    if mandates == "checked":
+        assert sim.unauthorized_applies == 0 and sim.mandate_refusals > 0
+        assert grades["unauthorized_commit"] == grades["unauthorized_attempt"] == 0
+    else:
+        assert sim.mandate_refusals == 0
+        assert grades["unauthorized_commit"] == sim.unauthorized_applies > 0
+
+
+def test_simulate_cli_mandates(tmp_path):
+    from .conftest import run_cli
+
+    out, exp = tmp_path / "m.jsonl", tmp_path / "m.expected.json"
+    p = run_cli("simulate", "--runs", "40", "--mandates", "unchecked", "--out", str(out), "--expect-out", str(exp))
+    assert p.returncode == 0, p.stderr
+    assert "mandates (unchecked): effects applied without a valid mandate" in p.stdout.decode()
+    audited = run_cli("audit", str(out), "--expect", str(exp))
+    assert audited.returncode == 0, audited.stdout.decode()[-400:]
+    bad = run_cli("simulate", "--mandates", "sometimes", "--out", str(out))
+    assert (bad.returncode, bad.stderr.decode().strip()) == (
+        2, "Error: --mandates: mandates 'sometimes' is not one of none, checked, unchecked")

@@ -21,6 +21,7 @@ from .world import (
     CHARGE_CENTS,
     DANGEROUS,
     Injection,
+    Mandates,
     Mode,
     SimulateError,
     World,
@@ -28,7 +29,7 @@ from .world import (
     open_text,
 )
 
-__all__ = ["simulate", "Simulation", "run_cli", "generate_log", "GeneratedLog", "Mode", "Injection",
+__all__ = ["simulate", "Simulation", "run_cli", "generate_log", "GeneratedLog", "Mode", "Mandates", "Injection",
            "DANGEROUS", "CHARGE_CENTS", "SimulateError"]
 
 
@@ -57,6 +58,9 @@ class Simulation:
     rejected_attempts: int
     replays: int
     stale_checkpoints_accepted: int
+    mandates: Mandates = Mandates.NONE
+    unauthorized_applies: int = 0  # effects a destination applied under no valid mandate
+    mandate_refusals: int = 0  # effects the gateway refused for their mandate
 
     @property
     def injections(self) -> dict[str, int]:
@@ -78,7 +82,7 @@ class Simulation:
         Path(path).write_text(expected_json(self.truth))
 
 
-def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation:
+def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced", mandates: str = "none") -> Simulation:
     """Simulate ``runs`` runs, each with one injected preemption, in one gateway ``mode``.
 
     Deterministic (no wall clock, one seeded ``random.Random``): the same arguments give the same
@@ -91,7 +95,11 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation
         raise SimulateError(f"runs is {runs}, expected at least 1")
     injections = [DANGEROUS[i % len(DANGEROUS)] for i in range(runs)]
     random.Random(f"{seed}/injections").shuffle(injections)
-    world = World(seed, [(mode, inj) for inj in injections])
+    try:
+        mandates = Mandates(mandates)
+    except ValueError:
+        raise SimulateError(f"mandates {mandates!r} is not one of {', '.join(m.value for m in Mandates)}") from None
+    world = World(seed, [(mode, inj) for inj in injections], mandates=mandates)
     world.run()
     return Simulation(
         mode=mode,
@@ -106,14 +114,18 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation
         rejected_attempts=world.rejections,
         replays=world.replays,
         stale_checkpoints_accepted=world.stale_checkpoints_accepted,
+        mandates=mandates,
+        unauthorized_applies=world.unauthorized_applies,
+        mandate_refusals=world.mandate_refusals,
     )
 
 
-def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = None) -> str:
+def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = None,
+            mandates: str = "none") -> str:
     """The body of ``auditor simulate``: simulate, write the log (and the expected findings in the
     ``--expect`` format), and return the summary to print. Raises ``SimulateError`` for bad options
     (the CLI turns it into ``typer.BadParameter``) and ``OSError`` when a file cannot be written."""
-    sim = simulate(runs, seed, mode)
+    sim = simulate(runs, seed, mode, mandates)
     sim.write(out)
     if expected is not None:
         sim.write_expected(expected)
@@ -126,6 +138,9 @@ def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = 
         f"sinks: double applies {sim.double_applies}, stale commits {sim.stale_commits}, "
         f"rejected attempts {sim.rejected_attempts}, replays of a stable key {sim.replays}",
         f"checkpoint store: stale checkpoints accepted {sim.stale_checkpoints_accepted}",
+        *([f"mandates ({sim.mandates}): effects applied without a valid mandate {sim.unauthorized_applies}, "
+           f"refused by the gateway's authority check {sim.mandate_refusals}"]
+          if sim.mandates is not Mandates.NONE else []),
         "ground truth: " + (", ".join(f"{g} {n}" for g, n in sim.truth_counts().items()) or "no findings")
         + (f" -> {expected}" if expected is not None else ""),
     ]

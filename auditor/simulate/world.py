@@ -44,6 +44,14 @@ class Mode(StrEnum):
     KEY_INCLUDES_EPOCH = "key-includes-epoch"  # epoch checked, but the key changes with it
 
 
+class Mandates(StrEnum):
+    """SPEC section 8: whether runs hold a mandate, and whether the gateway checks it."""
+
+    NONE = "none"  # no authority events: the rules never apply
+    CHECKED = "checked"  # the gateway refuses an effect whose mandate is revoked, expired or not revalidated
+    UNCHECKED = "unchecked"  # the gateway checks the epoch fence (per mode) but not the mandate
+
+
 class Injection(StrEnum):
     """Where the first owner of a run is preempted."""
 
@@ -87,8 +95,17 @@ class Run:
     # What the truth needs, as the log saw it:
     key_epochs: dict[str, set[int]] = field(default_factory=dict)  # effect key -> committing epochs
     step_commits: dict[str, set[tuple[int, str]]] = field(default_factory=dict)  # step -> (epoch, key)
-    pending: dict[tuple[int, str], list[tuple[int, bool]]] = field(default_factory=dict)  # open attempts
+    pending: dict[tuple[int, str], list[tuple[int, bool, bool]]] = field(default_factory=dict)  # open
+    # attempts: (seq, stale, unauthorized)
     cents: int = 0
+    # SPEC section 8, the coordinator's view as the log records it (None: no mandate).
+    mandate: str | None = None
+    expires_ms: int = 0
+    revoked: bool = False
+    failed: bool = False  # a revalidation said terminate, no grant since
+    resume_pending: bool = False  # an acquisition after the first, not revalidated since
+    acquisitions: int = 0
+    revalidates: bool = True  # whether this run's new owners revalidate before acting
 
 
 _Command = tuple  # ("sleep", ms) or ("call", fn, *args): fn(process, *args) resumes it later
@@ -99,8 +116,12 @@ class World:
     """The kernel (a time-ordered queue of callbacks) and every actor's state."""
 
     def __init__(self, seed: int | str, specs: list[tuple[Mode, Injection | None]],
-                 verify_share: float = 0.25, drop_share: float = 0.0) -> None:
+                 verify_share: float = 0.25, drop_share: float = 0.0,
+                 mandates: Mandates = Mandates.NONE) -> None:
         self.rng = random.Random(seed)
+        self.mandates = Mandates(mandates)
+        self.unauthorized_applies = 0  # effects a destination applied under no valid mandate
+        self.mandate_refusals = 0
         self.drop_share = drop_share  # requests lost on the way: attempts nobody ever answers
         self.now = 0
         self._queue: list[tuple[int, int, Callable[..., None], tuple]] = []
@@ -121,6 +142,11 @@ class World:
         start = 0
         for run in self.runs:
             start += self.rng.randint(1_500, 4_500)
+            if self.mandates is not Mandates.NONE:
+                run.mandate = f"mandate-{run.run_id}"
+                run.expires_ms = start + self.rng.randint(6_000, 60_000)
+                run.revalidates = self.rng.random() < 0.5
+                self._after(start - 1, self._grant, run)
             self._after(start, self._acquire, run)
             if self.rng.random() < verify_share:
                 self._after(start + 150_000, self._verify, run)
@@ -129,9 +155,10 @@ class World:
         while self._queue:
             self.now, _, fn, args = heapq.heappop(self._queue)
             fn(*args)
-        for run in self.runs:  # an attempt no destination ever answered stays a stale_attempt
+        for run in self.runs:  # an attempt no destination ever answered stays open
             for attempts in run.pending.values():
-                self.truth += [(Grade.STALE_ATTEMPT, run.workflow_key, s) for s, st in attempts if st]
+                self.truth += [(Grade.UNAUTHORIZED_ATTEMPT if un else Grade.STALE_ATTEMPT, run.workflow_key, s)
+                               for s, st, un in attempts if st or un]
         self.truth.sort(key=lambda t: (t[1], t[2], t[0].rank))
 
     def _after(self, delay: int, fn: Callable[..., None], *args: Any) -> None:
@@ -169,13 +196,51 @@ class World:
 
     def _expire(self, run: Run, epoch: int) -> None:
         if run.epoch == epoch:
+            if run.mandate is not None and not run.revoked and self.rng.random() < 0.35:
+                # the coordinator withdraws the mandate of a run that lost its owner
+                self.record(run, self.now, Kind.AUTHORITY_REVOKED, None, "coordinator", Reporter.COORDINATOR)
             self._acquire(run)
+
+    # SPEC section 8: mandates.
+
+    def _authority(self, run: Run, kind: Kind, epoch: int | None, sent: int,
+                   fields: dict[str, Any]) -> tuple[str, ...]:
+        """Move the log's mandate state past one event; for an effect, why it is unauthorized."""
+        if run.mandate is None:
+            return ()
+        if kind is Kind.LEASE_ACQUIRED:
+            run.acquisitions += 1
+            run.resume_pending = run.resume_pending or run.acquisitions > 1
+        elif kind is Kind.AUTHORITY_GRANTED:
+            run.revoked = run.failed = False
+        elif kind is Kind.AUTHORITY_REVOKED:
+            run.revoked = True
+        elif kind is Kind.REVALIDATED and epoch is not None and epoch >= run.epoch:
+            run.resume_pending = False
+            run.failed = run.failed or fields.get("decision") in ("pause", "terminate")
+        elif kind in (Kind.EFFECT_ATTEMPTED, Kind.EFFECT_COMMITTED):
+            return _authority_reasons(run, sent)
+        return ()
+
+    def _grant(self, run: Run) -> None:
+        self.record(run, self.now, Kind.AUTHORITY_GRANTED, None, "coordinator", Reporter.COORDINATOR,
+                    authority={"expires_at": rfc3339(run.expires_ms), "scope": "charge<=50.00"})
+
+    def _mandate_valid(self, run: Run, at: int) -> bool:
+        return not run.revoked and not run.failed and at <= run.expires_ms
 
     # A worker: one owner epoch of one run, with the failpoints of its injection.
 
     def _worker(self, run: Run, worker: str, epoch: int) -> _Process:
         rng = self.rng
         inject = run.injection if epoch == run.first_epoch else None
+        if run.mandate is not None and epoch != run.first_epoch and run.revalidates:
+            # A resumed run checks its decision context against current policy before acting.
+            valid = self._mandate_valid(run, self.now)
+            self.record(run, self.now, Kind.REVALIDATED, epoch, worker, Reporter.COORDINATOR,
+                        authority={"decision": "continue" if valid else "terminate"})
+            if not valid:
+                return  # a failed revalidation is terminal: hand the run to a human
         for i in range(run.checkpoint + 1, len(STEPS)):
             step = STEPS[i]
             if step == "plan":
@@ -251,7 +316,13 @@ class World:
     def _arrive(self, proc: _Process, run: Run, worker: str, epoch: int, step: str, key: str) -> None:
         """The gateway and its destination; the request names its worker and epoch in headers."""
         sink, fenced = SINKS[step], run.mode is not Mode.UNFENCED
-        if fenced and epoch < run.epoch:
+        if (self.mandates is Mandates.CHECKED and run.mandate is not None
+                and (not self._mandate_valid(run, self.now) or run.resume_pending)):
+            verdict = "rejected"  # the authority token is checked with the idempotency key
+            self.mandate_refusals += 1
+            self.record(run, self.now, Kind.EFFECT_ATTEMPTED, epoch, worker, Reporter.SINK, step,
+                        key, sink, SinkResult.REJECTED, {"reason": "mandate not valid"})
+        elif fenced and epoch < run.epoch:
             verdict = "rejected"
             self.rejections += 1
             self.record(run, self.now, Kind.EFFECT_ATTEMPTED, epoch, worker, Reporter.SINK, step,
@@ -262,6 +333,8 @@ class World:
         else:
             verdict = "committed"
             self.stale_commits += epoch < run.epoch
+            if run.mandate is not None:
+                self.unauthorized_applies += not self._mandate_valid(run, self.now) or run.resume_pending
             self.double_applies += step in run.applied_steps
             run.applied[key] += 1
             run.applied_steps.add(step)
@@ -283,7 +356,7 @@ class World:
     def record(self, run: Run, sent: int, kind: Kind, epoch: int | None, worker: str,
                reporter: Reporter, step: str | None = None, key: str | None = None,
                sink: str | None = None, sink_result: SinkResult | None = None,
-               attrs: dict[str, Any] | None = None) -> None:
+               attrs: dict[str, Any] | None = None, authority: dict[str, Any] | None = None) -> None:
         """Append one event at the next seq, and the findings it makes true (SPEC section 3).
 
         Staleness is the store's view now: the run's epoch is the highest acquired before this seq.
@@ -297,9 +370,15 @@ class World:
                             ("reporter", reporter), ("attrs", attrs)):
             if value is not None:
                 ev[name] = value.value if isinstance(value, StrEnum) else value
+        if run.mandate is not None and kind not in (Kind.LEASE_ACQUIRED, Kind.PROGRESS, Kind.OUTCOME_VERIFIED,
+                                                    Kind.REVALIDATED):
+            ev["authority_id"] = run.mandate
+        if authority:
+            ev.update(authority)
         self.events.append(ev)
         self.sent.append(sent)
-        if kind in (Kind.LEASE_ACQUIRED, Kind.OUTCOME_VERIFIED):
+        reasons = self._authority(run, kind, epoch, sent, authority or {})
+        if kind not in (Kind.PROGRESS, Kind.EFFECT_ATTEMPTED, Kind.EFFECT_COMMITTED):
             return
         stale = epoch < run.epoch
         found: list[tuple[Grade, int]] = []
@@ -307,15 +386,21 @@ class World:
             if stale:
                 found.append((Grade.STALE_ACTIVITY, seq))
         elif kind is Kind.EFFECT_ATTEMPTED and sink_result is None:
-            run.pending.setdefault((epoch, key), []).append((seq, stale))
+            run.pending.setdefault((epoch, key), []).append((seq, stale, bool(reasons)))
         elif kind is Kind.EFFECT_ATTEMPTED:  # a rejection: the receipt of every open attempt
-            receipts = [s for s, st in run.pending.pop((epoch, key), []) if st]
-            found += [(Grade.REJECTED_ATTEMPT, s) for s in receipts]
-            if stale and not receipts:  # sent before the takeover, refused after it
+            opened = run.pending.pop((epoch, key), [])
+            found += [(Grade.REJECTED_ATTEMPT, s) for s, st, un in opened if st or un]
+            stale_receipts = any(st for _, st, _ in opened)
+            resolved_unauthorized = any(un and not st for _, st, un in opened)
+            # refused after its attempt was judged: a finding of its own only when it resolved nothing
+            if (stale and not stale_receipts) or (reasons and not stale_receipts and not resolved_unauthorized):
                 found.append((Grade.REJECTED_ATTEMPT, seq))
         else:
-            found += [(Grade.STALE_ATTEMPT, s) for s, st in run.pending.pop((epoch, key), []) if st]
-            if stale:
+            found += [(Grade.UNAUTHORIZED_ATTEMPT if un else Grade.STALE_ATTEMPT, s)
+                      for s, st, un in run.pending.pop((epoch, key), []) if st or un]
+            if reasons:
+                found.append((Grade.UNAUTHORIZED_COMMIT, seq))
+            elif stale:
                 found.append((Grade.STALE_COMMIT, seq))
             epochs = run.key_epochs.setdefault(key, set())
             commits = run.step_commits.setdefault(step, set()) if step is not None else set()
@@ -326,6 +411,20 @@ class World:
             epochs.add(epoch)
             commits.add((epoch, key))
         self.truth += [(grade, wk, s) for grade, s in found]
+
+
+def _authority_reasons(run: Run, sent: int) -> tuple[str, ...]:
+    """Why an effect recorded now has no valid mandate (SPEC section 8), from the log's state."""
+    reasons = []
+    if run.revoked:
+        reasons.append("revoked")
+    elif run.expires_ms < sent:
+        reasons.append("expired")
+    if run.failed:
+        reasons.append("failed_revalidation")
+    if run.resume_pending:
+        reasons.append("unrevalidated_resume")
+    return tuple(reasons)
 
 
 # The files a simulation writes.
