@@ -95,7 +95,7 @@ def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
 _STAGE_PARAMS = {
     "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
                              | {"attrs": "JSON"}),
-    "names": [*FIELDS, "attrs"], "kinds": [k for k in KINDS if k in CORE_KINDS],
+    "kinds": [k for k in KINDS if k in CORE_KINDS],
     "effect_kinds": sorted(EFFECT_KINDS), "heartbeats": list(HEARTBEATS), "decisions": list(DECISIONS),
     "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
     "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"],
@@ -133,9 +133,12 @@ class Store:
 
     def __init__(self, path: str | Path | None = None, *, keep_payloads: bool = False,
                  lock_timeout: float = 0.0, read_only: bool = False,
-                 vocabulary: "Vocabulary | str | os.PathLike | None" = None) -> None:
+                 vocabulary: "Vocabulary | str | os.PathLike | None" = None, careful: bool = False) -> None:
         self.path = None if path is None else Path(path)
         self.keep_payloads = keep_payloads
+        # Every line through normalize_line, none on the SQL fast path: the reference the fast
+        # path is pinned to (tests/test_fast_path.py), never faster.
+        self.careful = careful
         # A box, not self, in the UDF's closure: the connection holds the UDF, and the store
         # must not be kept alive by its own connection.
         self._vocabulary = [vocabulary_of(vocabulary)]
@@ -318,7 +321,8 @@ class Store:
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS),
                                                   raw_chunk.schema)
                 staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=source_id,
-                                                            keep_payloads=self.keep_payloads)).to_arrow_table()
+                                                            keep_payloads=self.keep_payloads,
+                                                            careful=self.careful)).to_arrow_table()
                 ((read, good, bad),) = con.execute(SQL["staged_counts"]).fetchall()
                 lines_read, normalized, quarantined = lines_read + read, normalized + good, quarantined + bad
                 con.execute(SQL["quarantine_staged"])
@@ -373,7 +377,8 @@ class Store:
                 raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)
                 staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=first,
-                                                            keep_payloads=self.keep_payloads)).to_arrow_table()
+                                                            keep_payloads=self.keep_payloads,
+                                                            careful=self.careful)).to_arrow_table()
                 staging = staging.set_column(
                     staging.schema.get_field_index("source_id"), "source_id",
                     pc.cast(pc.shift_right(staging.column("obs"), 36), staging.schema.field("source_id").type))

@@ -13,6 +13,10 @@ process so that start-up, imports and peak memory are counted the way a user mee
       finding rows written by ``COPY``; none of the rest of (b). A floor for any audit on this SQL;
   (e) DuckDB alone storing the events in a DuckDB file (bounded memory), without detecting anything.
 
+``--careful`` adds (f): the same audit with every line through the careful normalizer
+(``Store(careful=True)``, the reference the SQL fast path is pinned to), and says whether its JSON
+document is byte-identical to (b)'s.
+
 It prints the ratios b/a, c/b, d/a and e/a, the peak resident memory of each process (its VmHWM), whether
 (b) and (c) found the same findings, and the cold start of auditing the 16-event seed fixture.
 ``--phases`` adds a separate, unmeasured diagnostic run that times the stages of (b) inside one
@@ -104,6 +108,10 @@ print(json.dumps({"rows": n, "query_s": time.perf_counter() - t}))
 """
 
 
+# Every child imports this checkout's auditor, not whichever one the interpreter has installed.
+CHILD_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
 @dataclass
 class Run:
     """One measured child process."""
@@ -131,6 +139,8 @@ class Row:
     same_findings: bool | None = None
     mismatches: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    careful: Run | None = None
+    same_document: bool | None = None  # (b)'s JSON document byte-identical to (f)'s
 
     @property
     def b_over_a(self) -> float:
@@ -153,7 +163,7 @@ def measure(cmd: list[str], stdout=subprocess.DEVNULL, env: dict | None = None) 
     this process grows to gigabytes when it compares findings.
     """
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=stdout, env=env)
+    proc = subprocess.Popen(cmd, stdout=stdout, env=env or CHILD_ENV)
     peak_kb = 0
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -260,6 +270,15 @@ def bench_size(args, events: int) -> Row:
         a, c = Counter(map(finding_key, batch)), Counter(map(finding_key, ref))
         row.same_findings = a == c
         row.mismatches = sum(((a - c) + (c - a)).values())
+    if args.careful:
+        say("  (f) the careful path (every line through normalize_line) ...")
+        careful_json = Path(f"{stem}.careful.json")
+        row.careful = measure([sys.executable, __file__, "--careful-of", str(log), "--out", str(careful_json)])
+        if row.careful.exit_code != 0:
+            sys.exit(f"(f) failed (exit {row.careful.exit_code})")
+        row.same_document = same_bytes(audit_json, careful_json)
+        if not args.keep:
+            careful_json.unlink(missing_ok=True)
     if args.phases:
         row.phases = phases(log)
     if not args.keep:
@@ -271,7 +290,7 @@ def phases(log: Path) -> dict[str, float]:
     """Stage timings of one in-process audit: a diagnostic run, never the measured one."""
     say("  phases (diagnostic run) ...")
     out = subprocess.run([sys.executable, __file__, "--phases-of", str(log)], check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=CHILD_ENV).stdout
     return json.loads(out)
 
 
@@ -289,11 +308,25 @@ def run_phases(log: str) -> None:
     from auditor.render.json import write_json
     from auditor.store import Store
     mark("import")
+    import auditor.detect
+
+    detect, spent = auditor.detect.detect, []
+
+    def timed_detect(store):  # analyze() looks detect up when it runs: split detect from explain
+        start = time.perf_counter()
+        try:
+            return detect(store)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    auditor.detect.detect = timed_detect
     store = Store(None)
     ingest_paths([log], store, "auto", None, idempotent=False)
     mark("ingest")
     result = analyze(store)  # detect + explain
     mark("detect+explain")
+    marks["detect"] = round(sum(spent), 2)
+    marks["explain"] = round(marks["detect+explain"] - marks["detect"], 2)
     with open(os.devnull, "w", encoding="utf-8") as out:
         write_json(result, out)
     mark("json")
@@ -301,6 +334,28 @@ def run_phases(log: str) -> None:
         marks["peak_rss_mb"] = next(round(int(line.split()[1]) / 1024) for line in f
                                     if line.startswith("VmHWM"))
     print(json.dumps(marks))
+
+
+def same_bytes(a: Path, b: Path) -> bool:
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def run_careful(log: str, out: str) -> None:
+    """(f): the audit with every line through the careful normalizer, its document written to ``out``."""
+    from auditor import analyze, ingest_paths
+    from auditor.render.json import write_json
+    from auditor.store import Store
+
+    store = Store(None, careful=True)
+    ingest_paths([log], store, "auto", None, idempotent=False)
+    with analyze(store) as result, open(out, "w", encoding="utf-8") as f:
+        write_json(result, f)
 
 
 def run_reference(log: str, out: str) -> None:
@@ -393,17 +448,22 @@ def main() -> None:
     p.add_argument("--no-reference", action="store_true", help="skip (c)")
     p.add_argument("--no-detect-only", action="store_true", help="skip (d) and (e)")
     p.add_argument("--phases", action="store_true", help="add a diagnostic run timing (b)'s stages")
+    p.add_argument("--careful", action="store_true",
+                   help="add (f), the careful path, and compare its JSON document with (b)'s byte for byte")
     p.add_argument("--cold-runs", type=int, default=5)
     p.add_argument("--keep", action="store_true", help="keep the audit's JSON document")
     p.add_argument("--save", type=Path, help="also write the measurements as JSON here")
     p.add_argument("--reference", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     p.add_argument("--phases-of", help=argparse.SUPPRESS)
+    p.add_argument("--careful-of", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.reference:
         return run_reference(args.reference, args.out)
     if args.phases_of:
         return run_phases(args.phases_of)
+    if args.careful_of:
+        return run_careful(args.careful_of, args.out)
 
     rows = [bench_size(args, n) for n in (args.events or [100_000])]
     cold = cold_start(args.cold_runs)
@@ -422,6 +482,10 @@ def main() -> None:
         if r.reference:
             print(f"  findings (c) {r.reference_found}")
         print(f"  generator truth {r.truth}")
+        if r.careful:
+            print(f"  (f) careful path: {r.careful.seconds:.2f} s, f/a {r.careful.seconds / r.floor.seconds:.2f}, "
+                  f"peak RSS {r.careful.peak_rss_mb:,.0f} MB; (b)'s JSON document "
+                  + ("byte-identical to (f)'s" if r.same_document else "DIFFERS from (f)'s"))
         if r.phases:
             print(f"  phases of (b): {r.phases}")
     print(f"cold start, seed audit (median of {args.cold_runs}): {cold:.2f} s")
