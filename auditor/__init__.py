@@ -65,7 +65,7 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     from .detect import detect
     from .detect.timeline import excerpts
     from .explain import MAX_TIMELINE_EVENTS, incidents, timeline_keys, workflows
-    from .scope import narrow
+    from .result import narrow
 
     summary = store.input_summary()
     if require_events and summary.events == 0:

@@ -10,10 +10,12 @@ Python: the store is held by the result's ``AuditSession``, not by the result's 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import ResultClosed
+from .scope import ScopeError
 from .model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
                     QuarantinedLine, SkippedPath, Verdict)
 
@@ -195,3 +197,24 @@ class AuditResult:
     def timeline(self, workflow_key: str, limit: int | None = None) -> list[Event]:
         """The events of one workflow key in authoritative order (the first ``limit``)."""
         return self.store.events_of(workflow_key, limit)
+
+
+def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
+    """``result`` with only what ``scope`` reports: matching findings, the incidents that keep at
+    least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run."""
+    if scope is None or not scope.narrows:
+        return result
+    workflows = [w for w in result.workflows if scope.key_matches(w.workflow_key)]
+    if scope.keys and not workflows:  # a typo in --key must not pass over an empty selection
+        sample = ", ".join(w.workflow_key for w in result.workflows[:3])
+        raise ScopeError(f"no workflow key matches {', '.join(scope.keys)}; the input has "
+                         f"{len(result.workflows):,} workflow keys (e.g. {sample})")
+    findings = [f for f in result.findings if scope.finding_matches(f)]
+    kept = {f.incident_id for f in findings}
+    return dataclasses.replace(
+        result,
+        findings=findings,
+        incidents=[i for i in result.incidents if i.id in kept],
+        diagnostics=[d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT
+                     or (scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None))],
+        workflows=workflows, scope=scope)

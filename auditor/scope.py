@@ -16,7 +16,6 @@ no parsable ``ts`` under a time window) is kept: a filter never hides evidence i
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -29,7 +28,6 @@ from .model import DiagnosticKind
 
 if TYPE_CHECKING:
     from .model import Finding
-    from .result import AuditResult
 
 _INT = re.compile(r"[+-]?[0-9]+")
 
@@ -150,24 +148,3 @@ def read_keys(path: str | Path) -> list[str]:
     if not keys:
         raise ScopeError(f"--keys-from {path}: no workflow key in it (one key or glob per line)")
     return keys
-
-
-def narrow(result: "AuditResult", scope: Scope | None) -> "AuditResult":
-    """``result`` with only what ``scope`` reports: matching findings, the incidents that keep at
-    least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run."""
-    if scope is None or not scope.narrows:
-        return result
-    workflows = [w for w in result.workflows if scope.key_matches(w.workflow_key)]
-    if scope.keys and not workflows:  # a typo in --key must not pass over an empty selection
-        sample = ", ".join(w.workflow_key for w in result.workflows[:3])
-        raise ScopeError(f"no workflow key matches {', '.join(scope.keys)}; the input has "
-                         f"{len(result.workflows):,} workflow keys (e.g. {sample})")
-    findings = [f for f in result.findings if scope.finding_matches(f)]
-    kept = {f.incident_id for f in findings}
-    return dataclasses.replace(
-        result,
-        findings=findings,
-        incidents=[i for i in result.incidents if i.id in kept],
-        diagnostics=[d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT
-                     or (scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None))],
-        workflows=workflows, scope=scope)

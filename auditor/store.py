@@ -35,6 +35,7 @@ from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact
 from .vocabulary import (CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, KINDS, OPTIONAL_FIELDS, REASONS,
                          REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of)
 from .sql import statements
+from .store_setup import VOCABULARY_BOXES, attrs_batch, normalize_udf, refuse_foreign, register
 
 if TYPE_CHECKING:
     import polars as pl
@@ -61,36 +62,6 @@ class SourceCounts:
     skipped: bool = False  # the same bytes were already ingested into this store
 
 
-def _attrs_udf(line: str, keep_payloads: bool) -> str | None:
-    try:
-        attrs = attrs_of(json.loads(line), keep_payloads)  # the fast path: canonical names only
-    except (ValueError, RecursionError):
-        return json.dumps({"attrs_error": "attrs could not be decoded"})
-    if attrs is None:
-        return None
-    return json.dumps(attrs, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
-    """``_attrs_udf`` over one vector of values, each distinct value decoded once: the same few
-    attrs repeat across a log, and arrow matches them up without a Python step per line."""
-    import pyarrow as pa
-
-    if len(lines) < 1024:  # a small log: spare the cold start the import of pyarrow.compute
-        return pa.array([None if line is None else _attrs_udf(line, keep)
-                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
-    import pyarrow.compute as pc
-
-    keeps = pc.unique(keep_payloads).to_pylist()
-    if len(keeps) != 1:  # never from store.sql, whose keep_payloads is one bound parameter
-        return pa.array([None if line is None else _attrs_udf(line, keep)
-                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
-    distinct = pc.unique(lines)
-    attrs = pa.array([None if line is None else _attrs_udf(line, keeps[0]) for line in distinct.to_pylist()],
-                     pa.string())
-    return pc.take(attrs, pc.index_in(lines, value_set=distinct))
-
-
 #: The stage query's lists, from the vocabulary, bound as parameters (never spliced into the SQL).
 _STAGE_PARAMS = {
     "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
@@ -101,17 +72,6 @@ _STAGE_PARAMS = {
     "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"],
 }
 _REPORTERS = {r: Reporter(r) for r in REPORTERS}
-
-
-def _normalize_udf(box: list[Vocabulary]):
-    """``normalize_line`` over one arrow vector of lines (the stage's slow path)."""
-    def normalize_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
-        import pyarrow as pa
-
-        vocabulary = box[0]
-        return pa.array([None if line is None else normalize_line(line, vocabulary, bool(keep))
-                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
-    return normalize_batch
 
 
 def _drop_scratch(con: duckdb.DuckDBPyConnection, scratch: str) -> None:
@@ -144,7 +104,7 @@ class Store:
         self._vocabulary = [vocabulary_of(vocabulary)]
         self.skipped: list[SkippedPath] = []  # directory entries this process did not read
         if self.path is not None:
-            _refuse_foreign(self.path)
+            refuse_foreign(self.path)
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(QUIET)
@@ -152,17 +112,17 @@ class Store:
         # here depends on the order rows were inserted in.
         self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
         self.con.execute("SET preserve_insertion_order = false")
-        _register(self.con, "auditor_attrs", _attrs_batch, null_handling="special")
-        if not _register(self.con, "auditor_normalize", _normalize_udf(self._vocabulary)):
+        register(self.con, "auditor_attrs", attrs_batch, null_handling="special")
+        if not register(self.con, "auditor_normalize", normalize_udf(self._vocabulary)):
             # A second Store on a file this process has open shares its database, functions
             # included: it shares the box the registered function reads, and puts its own
             # vocabulary in it (the newest store's vocabulary is the one an ingest uses).
-            shared = _VOCABULARY_BOXES.get(str(self.path))
+            shared = VOCABULARY_BOXES.get(str(self.path))
             if shared is not None:
                 shared[0] = self._vocabulary[0]
                 self._vocabulary = shared
         elif self.path is not None:
-            _VOCABULARY_BOXES[str(self.path)] = self._vocabulary
+            VOCABULARY_BOXES[str(self.path)] = self._vocabulary
         if read_only:
             self._private_spill()
             self._read_older_schema()
@@ -470,57 +430,6 @@ class Store:
         cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
         while rows := cur.fetchmany(batch):
             yield from (_event(r) for r in rows)
-
-
-#: The first bytes of files that are surely not a DuckDB store, and what they are.
-_FOREIGN = ((b"PAR1", "a Parquet file"), (b"\x1f\x8b", "a gzip file"), (b"\x28\xb5\x2f\xfd", "a zstd file"),
-            (b"SQLite format 3", "an SQLite database"))
-#: Suffixes of inputs: a new --db named so is surely a mix-up of input and store.
-_INPUT_SUFFIXES = frozenset({".parquet", ".pq", ".json", ".jsonl", ".ndjson", ".csv", ".log", ".gz", ".zst"})
-
-
-#: Database file -> the vocabulary box its registered normalize function reads (this process).
-_VOCABULARY_BOXES: dict[str, list] = {}
-
-
-def _register(con: duckdb.DuckDBPyConnection, name: str, fn: Any, **options: Any) -> bool:
-    """Register an arrow UDF ``VARCHAR, BOOLEAN -> VARCHAR``; False when the database has it
-    already (a second Store on a file this process has open: DuckDB shares the database)."""
-    try:
-        con.create_function(name, fn, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
-                            side_effects=False, **options)
-    except duckdb.CatalogException:
-        return False
-    return True
-
-
-def _refuse_foreign(path: Path) -> None:
-    """Raise ``StoreError`` unless ``path`` is absent or a DuckDB file ("DUCK" at byte 8).
-
-    DuckDB itself opens a Parquet or JSON path without complaint and writes nothing the next
-    run finds: an ingest that exits 0 and keeps nothing. A file with other content is never
-    written into: it may be an input.
-    """
-    advice = "point --db at a file written by 'auditor ingest', or at a new path"
-    try:
-        with open(path, "rb") as f:
-            head = f.read(16)
-    except FileNotFoundError:
-        if path.suffix.lower() in _INPUT_SUFFIXES:
-            raise StoreError(f"{path}: cannot open the DuckDB store (a {path.suffix} name is for "
-                             f"input, not a store); name the store .duckdb") from None
-        return
-    except IsADirectoryError:
-        raise StoreError(f"{path}: cannot open the DuckDB store (it is a directory); {advice}") from None
-    except OSError as e:
-        if not os.access(path, os.F_OK):
-            return
-        raise StoreError(f"{path}: cannot open the DuckDB store ({e.strerror or e}); {advice}") from e
-    if head[8:12] == b"DUCK":
-        return
-    what = next((name for magic, name in _FOREIGN if head.startswith(magic)),
-                "an empty file" if not head else "not a DuckDB file")
-    raise StoreError(f"{path}: cannot open the DuckDB store (it is {what}); {advice}")
 
 
 def _cause(e: BaseException) -> str:

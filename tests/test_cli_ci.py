@@ -366,7 +366,7 @@ def test_event_id_conflicts_count_against_the_verdict_whatever_the_scope():
 
     from auditor import Scope, Verdict, audit
     from auditor.model import Diagnostic, DiagnosticKind
-    from auditor.scope import narrow
+    from auditor.result import narrow
 
     clean = audit([str(FIXTURES / "clean_handover.jsonl")])
     conflict = Diagnostic("d-1", DiagnosticKind.EVENT_ID_CONFLICT, "elsewhere", 4, 1, "one id, two contents")

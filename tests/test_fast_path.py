@@ -41,11 +41,11 @@ def test_fast_path_writes_the_careful_document(log):
 def test_careful_store_takes_no_line_on_the_fast_path(tmp_path, monkeypatch):
     """The reference really is the careful normalizer: with ``careful`` every line reaches
     ``normalize_line``; without it a canonical line does not."""
-    import auditor.store
+    import auditor.store_setup
 
     calls = []
-    real = auditor.store.normalize_line
-    monkeypatch.setattr(auditor.store, "normalize_line", lambda *a: calls.append(a) or real(*a))
+    real = auditor.store_setup.normalize_line
+    monkeypatch.setattr(auditor.store_setup, "normalize_line", lambda *a: calls.append(a) or real(*a))
     log = tmp_path / "one.jsonl"
     log.write_text('{"seq":1,"workflow_key":"k","kind":"lease_acquired","epoch":1,"worker":"w"}\n'
                    '{"seq":2,"workflow_key":"k","kind":"progress","epoch":1,"worker":"w"}\n')
