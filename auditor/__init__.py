@@ -39,30 +39,46 @@ def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "a
 
 
 def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
-            require_events: bool = True) -> AuditResult:
-    """Detect and explain over everything in ``store``."""
+            require_events: bool = True, newest_ts=None) -> AuditResult:
+    """Detect and explain over everything in ``store``.
+
+    ``newest_ts`` is the newest event time of the whole log when ``store`` holds only a part of
+    it (one partition of a distributed audit): evidence freshness is measured against it.
+    """
     from .detect import detect
     from .explain import incidents, workflows
 
     summary = store.input_summary()
-    if require_events and summary.events == 0:
-        if summary.lines_read == 0:
-            raise NoEvents("no event found in the input; check the path and the format")
-        raise NoEvents(f"every line was quarantined ({summary.quarantined} of {summary.lines_read}); "
-                       f"first: {_first_reason(summary)}")
+    if require_events:
+        check_events(summary)
     with _no_gc():
         det = detect(store)
+        if newest_ts is not None:
+            det.newest_ts = newest_ts
         findings, incs = incidents(det)
         # The timestamps served the incidents: free them before the workflow summaries (a million
         # at ten million events) take the memory back. workflows() consumes det.workflows itself.
         det.finding_ts.clear()
         det.transition_ts.clear()
         wfs = workflows(det, findings)
-    observed = sum(1 for w in wfs if w.ordering == "observed")
-    ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
-    return AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
+    return AuditResult(ordering=ordering_of(wfs), input=summary, workflows=wfs, findings=findings,
                        incidents=incs, diagnostics=det.diagnostics, fail_on=Grade(fail_on),
                        store=store)
+
+
+def check_events(summary) -> None:
+    """Raise ``NoEvents`` when the input summary holds no event (nothing read, or all quarantined)."""
+    if summary.events == 0:
+        if summary.lines_read == 0:
+            raise NoEvents("no event found in the input; check the path and the format")
+        raise NoEvents(f"every line was quarantined ({summary.quarantined} of {summary.lines_read}); "
+                       f"first: {_first_reason(summary)}")
+
+
+def ordering_of(workflows) -> str:
+    """The document's ``ordering``: authoritative, observed, or mixed over the workflow summaries."""
+    observed = sum(1 for w in workflows if w.ordering == "observed")
+    return "authoritative" if observed == 0 else "observed" if observed == len(workflows) else "mixed"
 
 
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",

@@ -61,6 +61,7 @@ class AuditResult:
     incidents: list[Incident]
     diagnostics: list[Diagnostic]
     fail_on: Grade = Grade.STALE_ATTEMPT
+    engine: str = "duckdb"  # what produced it: "duckdb" (one machine) or "spark" (auditor.spark)
     store: "Store | None" = field(default=None, repr=False, compare=False)
 
     @property
@@ -102,6 +103,7 @@ class AuditResult:
         renderer that writes them one by one: those of a big audit do not fit in memory as dicts."""
         return {
             "schema": SCHEMA,
+            "engine": self.engine,
             "verdict": self.verdict,
             "fail_on": self.fail_on.value,
             "ordering": self.ordering,
