@@ -39,6 +39,11 @@ class GradeOpt(str, Enum):
     double_commit = "double_commit"
 
 
+class Engine(str, Enum):
+    duckdb = "duckdb"
+    spark = "spark"
+
+
 PATHS = typer.Argument(..., help="Files, directories or - (standard input); gzip/zstd welcome.")
 FORMAT = typer.Option(Fmt.auto, "--format", help="Input format; auto detects from name and content.")
 JSON_OUT = typer.Option(None, "--json", help="Write the JSON document to FILE, or - for stdout.")
@@ -175,21 +180,42 @@ def audit(
                                "exit 0 on PASS, 1 on FAIL."),
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
+    engine: Engine = typer.Option(
+        Engine.duckdb, "--engine", help="duckdb: this machine; spark: Apache Spark, partitioned by "
+                                        "workflow key (pip install 'split-brain-auditor[spark]')."),
+    spark_master: Optional[str] = typer.Option(
+        None, "--spark-master", help="Spark master URL for --engine spark (default local[*])."),
 ) -> None:
     """Ingest PATHS, detect, and report findings (exit 1 at or above --fail-on)."""
     from . import analyze, ingest_paths
     from .store import Store
 
     with errors():
-        store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
-        with progress_bar(paths) as progress:
-            ingest_paths(paths, store, format.value, progress, idempotent=db is not None)
-        with step(paths, "detecting"):
-            result = analyze(store, fail_on.value)
+        if engine is Engine.spark:
+            result = _spark_audit(paths, format, db, fail_on, keep_payloads, spark_master)
+        elif spark_master is not None:
+            raise fail("--spark-master needs --engine spark")
+        else:
+            store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait)
+            with progress_bar(paths) as progress:
+                ingest_paths(paths, store, format.value, progress, idempotent=db is not None)
+            with step(paths, "detecting"):
+                result = analyze(store, fail_on.value)
         emit(result, json_out, html, paths)
     if expect is not None:
         raise typer.Exit(code=0 if compare_expected(result, expect) else 1)
     raise typer.Exit(code=result.exit_code)
+
+
+def _spark_audit(paths: list[str], format: Fmt, db: Optional[Path], fail_on: GradeOpt,
+                 keep_payloads: bool, master: Optional[str]):
+    if db is not None:
+        raise fail("--db keeps a DuckDB store, which --engine spark does not build; drop --db, "
+                   "or use --engine duckdb")
+    from .spark import audit as spark_audit
+
+    return spark_audit(paths, fmt=format.value, fail_on=fail_on.value, keep_payloads=keep_payloads,
+                       master=master)
 
 
 @app.command("ingest")
