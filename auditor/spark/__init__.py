@@ -66,9 +66,11 @@ class SparkStats:
     partitions: list[tuple[int, int, int, float, float]] = field(default_factory=list)
 
 
-def session(master: str | None = None, partitions: int | None = None) -> "SparkSession":
+def session(master: str | None = None, partitions: int | None = None,
+            conf: dict[str, str] | None = None) -> "SparkSession":
     """The active Spark session, or a new one on ``master`` (default ``local[*]``, unless run by
-    ``spark-submit``, whose master wins). Raises ``SparkUnavailable`` with how to fix it."""
+    ``spark-submit``, whose master wins) with ``conf`` (e.g. ``spark.driver.memory``). Raises
+    ``SparkUnavailable`` with how to fix it."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as e:
@@ -95,6 +97,8 @@ def session(master: str | None = None, partitions: int | None = None) -> "SparkS
         builder = builder.master(master or "local[*]")
     if partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()
     except Exception as e:  # pyspark's launcher errors (Java too old, gateway exited) vary by version
@@ -237,8 +241,8 @@ def _sources(spark: "SparkSession", paths: list[str]) -> list[tuple[int, str, st
         except Exception as e:  # AnalysisException: PATH_NOT_FOUND, no filesystem for the scheme
             raise InputError(f"{p}: cannot list it through Spark ({_first_line(e)}); check the URL "
                              "and that the Spark installation has the filesystem") from e
-        if len(found) > 1 or (found and found[0].rstrip("/") != p.rstrip("/")):
-            found = [f for f in found if _supported(Path(f.split("://", 1)[-1]))]
+        if len(found) > 1 or (found and Path(found[0]).name != Path(p.rstrip("/")).name):
+            found = [f for f in found if _supported(Path(f))]  # below a directory: logs only
         out.extend((f, f, True) for f in found)
     return [(sid, name, path, url) for sid, (name, path, url) in enumerate(out, start=1)]
 
