@@ -80,6 +80,7 @@ class AuditResult:
     fail_on: Grade = Grade.STALE_ATTEMPT
     allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
     scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
+    engine: str = "duckdb"  # what produced it: "duckdb" (one machine) or "spark" (auditor.spark)
     #: the timelines a report draws (see ``explain.timeline_keys``), by workflow key
     timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
@@ -157,6 +158,7 @@ class AuditResult:
         renderer that writes them one by one: those of a big audit do not fit in memory as dicts."""
         return {
             "schema": SCHEMA,
+            "engine": self.engine,
             "verdict": self.verdict.value,
             "fail_on": self.fail_on.value,
             "evidence_lost": self.evidence_lost(),
