@@ -45,12 +45,17 @@ class WorkflowSummary:
 
 
 class AuditSession:
-    """The open store behind a result. Closing it is idempotent; it closes the store."""
+    """The open store behind a result. Closing it is idempotent; it closes the store.
 
-    __slots__ = ("_store",)
+    ``absent`` says why a result that never had a store cannot read events (a Spark audit's
+    stay in Spark): the ``ResultClosed`` message then, instead of "closed".
+    """
 
-    def __init__(self, store: "Store | None") -> None:
+    __slots__ = ("_store", "_absent")
+
+    def __init__(self, store: "Store | None", absent: str | None = None) -> None:
         self._store = store
+        self._absent = absent
 
     @property
     def open(self) -> bool:
@@ -59,6 +64,8 @@ class AuditSession:
     @property
     def store(self) -> "Store":
         if self._store is None:
+            if self._absent is not None:
+                raise ResultClosed(self._absent)
             raise ResultClosed("this audit result is closed: its events are no longer readable; "
                                "read them (events_frame, timeline) before close() or the with block ends")
         return self._store
