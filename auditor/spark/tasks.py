@@ -98,7 +98,7 @@ def _conform(table: "pa.Table | pa.RecordBatch", schema: "pa.Schema") -> Iterato
     yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
 
 
-def _scratch_store(source_id: int, keep_payloads: bool, vocabulary=None):
+def _scratch_store(source_id: int, keep_payloads: bool, vocabulary: "Vocabulary | None" = None) -> "Store":
     """A scratch store whose next ingest gets ``source_id``: the observation positions (``obs``)
     the normalizer assigns then order files as the single-node audit, which ingests them in turn."""
     from ..store import Store
