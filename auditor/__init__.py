@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from .ingest.sources import Progress
 from .errors import (AuditError, AuditorError, InputError, LimitExceeded, NoEvents, OutputError, ResultClosed,
@@ -62,38 +63,73 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     timelines a report draws. ``allow_quarantined`` lost lines (quarantined, or ``event_id``
     conflicts) are accepted before the verdict says ``incomplete``.
     """
-    from .detect import detect
     from .detect.timeline import excerpts
-    from .explain import MAX_TIMELINE_EVENTS, incidents, timeline_keys, workflows
+    from .explain import MAX_TIMELINE_EVENTS, drawn_keys
     from .result import narrow
 
     summary = store.input_summary()
-    if require_events and summary.events == 0:
-        if summary.lines_read == 0:
-            raise NoEvents("no event found in the input; check the path and the format")
-        raise NoEvents(f"every line was quarantined ({summary.quarantined} of {summary.lines_read}); "
-                       f"first: {_first_reason(summary)}")
+    if require_events:
+        check_events(summary)
+    found = detect_and_explain(store)
+    result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
+                         findings=found.findings, incidents=found.incidents,
+                         diagnostics=with_conflicts(found.diagnostics, store.id_conflicts()),
+                         fail_on=Grade(fail_on), session=AuditSession(store),
+                         allow_quarantined=allow_quarantined)
+    result = narrow(result, scope)
+    result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
+    return result
+
+
+class Explained(NamedTuple):
+    """What detection and explanation make of the events of a store, before the input accounting,
+    the ``event_id`` conflicts and the scope are added."""
+
+    workflows: list
+    findings: list[Finding]
+    incidents: list[Incident]
+    diagnostics: list[Diagnostic]
+
+
+def detect_and_explain(store: Store, newest_ts=None) -> Explained:
+    """Detect, group into incidents, summarize each workflow key: ``analyze``'s work on the
+    events. ``newest_ts`` is the newest event time of the whole log when ``store`` holds only a
+    part of it (one partition of a distributed audit): evidence freshness is measured against it."""
+    from .detect import detect
+    from .explain import incidents, workflows
+
     with _no_gc():
         det = detect(store)
+        if newest_ts is not None:
+            det.newest_ts = newest_ts
         findings, incs = incidents(det)
         # The timestamps served the incidents: free them before the workflow summaries (a million
         # at ten million events) take the memory back. workflows() consumes det.workflows itself.
         det.release_timestamps()
         wfs = workflows(det, findings)
-    observed = sum(1 for w in wfs if w.ordering == "observed")
-    ordering = "authoritative" if observed == 0 else "observed" if observed == len(wfs) else "mixed"
-    diagnostics = det.diagnostics
-    conflicts = store.id_conflicts()
-    if conflicts:
-        diagnostics = sorted(diagnostics + conflicts,
-                             key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
-    result = AuditResult(ordering=ordering, input=summary, workflows=wfs, findings=findings,
-                         incidents=incs, diagnostics=diagnostics, fail_on=Grade(fail_on),
-                         session=AuditSession(store), allow_quarantined=allow_quarantined)
-    result = narrow(result, scope)
-    affected, clean = timeline_keys(result.incidents, result.workflows)
-    result.timelines = excerpts(store, affected + clean, result.findings, MAX_TIMELINE_EVENTS)
-    return result
+    return Explained(wfs, findings, incs, det.diagnostics)
+
+
+def with_conflicts(diagnostics: list[Diagnostic], conflicts: list[Diagnostic]) -> list[Diagnostic]:
+    """The detector's diagnostics with the ``event_id_conflict`` ones among them, in the document's order."""
+    if not conflicts:
+        return diagnostics
+    return sorted(diagnostics + conflicts, key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
+
+
+def check_events(summary) -> None:
+    """Raise ``NoEvents`` when the input summary holds no event (nothing read, or all quarantined)."""
+    if summary.events == 0:
+        if summary.lines_read == 0:
+            raise NoEvents("no event found in the input; check the path and the format")
+        raise NoEvents(f"every line was quarantined ({summary.quarantined} of {summary.lines_read}); "
+                       f"first: {_first_reason(summary)}")
+
+
+def ordering_of(workflows) -> str:
+    """The document's ``ordering``: authoritative, observed, or mixed over the workflow summaries."""
+    observed = sum(1 for w in workflows if w.ordering == "observed")
+    return "authoritative" if observed == 0 else "observed" if observed == len(workflows) else "mixed"
 
 
 @at_the_edge

@@ -71,6 +71,12 @@ WAIT = typer.Option(0.0, "--wait", metavar="SECONDS",
 MAP = typer.Option(None, "--map", metavar="FILE",
                    help="Vocabulary file (TOML): your kind and field names onto the contract, e.g. "
                         '[kinds] result_committed = "effect_committed".')
+ENGINES = ["duckdb", "spark"]
+ENGINE = typer.Option("duckdb", "--engine", metavar="ENGINE", autocompletion=lambda: ENGINES,
+                      help="duckdb: this machine; spark: Apache Spark, partitioned by workflow key "
+                           "(pip install 'split-brain-auditor[spark]').")
+SPARK_MASTER = typer.Option(None, "--spark-master", metavar="URL",
+                            help="Spark master URL for --engine spark (default local[*]).")
 
 
 def fail(message: str) -> typer.Exit:
@@ -364,6 +370,8 @@ def audit(
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
     vocabulary: Optional[Path] = MAP,
+    engine: str = ENGINE,
+    spark_master: Optional[str] = SPARK_MASTER,
     *,
     rep: Reporting,
 ) -> None:
@@ -372,13 +380,26 @@ def audit(
     from .store import Store
 
     fmt = input_format(format)
+    spark = choice("--engine", engine, ENGINES, "an engine") == "spark"
+    if spark and db is not None:
+        raise fail("--db keeps a DuckDB store, which --engine spark does not build; drop --db, "
+                   "or use --engine duckdb")
+    if spark_master is not None and not spark:
+        raise fail("--spark-master needs --engine spark")
     rep.outputs.check(paths, db)
     with errors():
-        store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
-        with progress_bar(paths, rep.quiet) as progress:
-            ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
-        with step(paths, "detecting", rep.quiet):
-            result = analyze(store, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope)
+        if spark:
+            from .spark import audit as spark_audit
+
+            result = spark_audit(paths, fmt=fmt, fail_on=rep.fail_on, keep_payloads=keep_payloads,
+                                 vocabulary=vocabulary, master=spark_master,
+                                 allow_quarantined=rep.allow_quarantined, scope=rep.scope)
+        else:
+            store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
+            with progress_bar(paths, rep.quiet) as progress:
+                ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+            with step(paths, "detecting", rep.quiet):
+                result = analyze(store, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope)
     raise rep.finish(result, paths)
 
 

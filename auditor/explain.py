@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from .detect import Detection
 from .detect.timeline import takeovers
 from .model import Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
-from .result import WorkflowSummary
+from .result import AuditResult, WorkflowSummary
 from .rules import RESPONSES, TWICE, authority_incident_id, confidence, displaced_epoch, incident_id
 
 _VERBS = {Kind.PROGRESS: "reported progress", Kind.EFFECT_ATTEMPTED: "attempted",
@@ -277,3 +277,9 @@ def timeline_keys(incidents: list[Incident], workflows: list[WorkflowSummary]) -
         affected.setdefault(inc.workflow_key)
     clean = [w.workflow_key for w in workflows if w.findings == 0 and w.clean_handovers > 0]
     return list(affected)[:MAX_TIMELINES], clean[:MAX_CLEAN_TIMELINES]
+
+
+def drawn_keys(result: AuditResult) -> list[str]:
+    """Every workflow key whose timeline ``result`` must carry for a report (``timeline_keys``)."""
+    affected, clean = timeline_keys(result.incidents, result.workflows)
+    return affected + clean

@@ -47,12 +47,17 @@ class WorkflowSummary:
 
 
 class AuditSession:
-    """The open store behind a result. Closing it is idempotent; it closes the store."""
+    """The open store behind a result. Closing it is idempotent; it closes the store.
 
-    __slots__ = ("_store",)
+    ``absent`` says why a result that never had a store cannot read events (a Spark audit's
+    stay in Spark): the ``ResultClosed`` message then, instead of "closed".
+    """
 
-    def __init__(self, store: "Store | None") -> None:
+    __slots__ = ("_store", "_absent")
+
+    def __init__(self, store: "Store | None", absent: str | None = None) -> None:
         self._store = store
+        self._absent = absent
 
     @property
     def open(self) -> bool:
@@ -61,6 +66,8 @@ class AuditSession:
     @property
     def store(self) -> "Store":
         if self._store is None:
+            if self._absent is not None:
+                raise ResultClosed(self._absent)
             raise ResultClosed("this audit result is closed: its events are no longer readable; "
                                "read them (events_frame, timeline) before close() or the with block ends")
         return self._store
@@ -82,6 +89,7 @@ class AuditResult:
     fail_on: Grade = Grade.STALE_ATTEMPT
     allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
     scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
+    engine: str = "duckdb"  # what produced it: "duckdb" (one machine) or "spark" (auditor.spark)
     #: the timelines a report draws (see ``explain.timeline_keys``), by workflow key
     timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
@@ -159,6 +167,7 @@ class AuditResult:
         renderer that writes them one by one: those of a big audit do not fit in memory as dicts."""
         return {
             "schema": SCHEMA,
+            "engine": self.engine,
             "verdict": self.verdict.value,
             "fail_on": self.fail_on.value,
             "evidence_lost": self.evidence_lost(),

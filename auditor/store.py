@@ -390,17 +390,7 @@ class Store:
     def id_conflicts(self, first: int = 5) -> list[Diagnostic]:
         """One ``event_id_conflict`` per event_id naming different events (all of them kept),
         in observation order; ``detail`` lists the first ``first`` lines using the id."""
-        out = []
-        for eid, rows in self.con.execute(SQL["id_conflicts"]).fetchall():
-            name, line, key, seq, kind = rows[0]
-            shown = "; ".join(f"{n}:{ln} ({k}, seq {'-' if s is None else s}, {kd})"
-                              for n, ln, k, s, kd in rows[:first])
-            more = f"; and {len(rows) - first} more" if len(rows) > first else ""
-            detail = (f'event_id "{eid[:80]}" names {len(rows)} different events, all kept: {shown}{more}; '
-                      "give each event its own id, or leave event_id out to have it derived")
-            out.append(Diagnostic(stable_id("d-", key, DiagnosticKind.EVENT_ID_CONFLICT, seq, eid),
-                                  DiagnosticKind.EVENT_ID_CONFLICT, key, seq, None, detail))
-        return out
+        return [id_conflict(eid, rows, first) for eid, rows in self.con.execute(SQL["id_conflicts"]).fetchall()]
 
     def quarantine_frame(self) -> "pl.DataFrame":
         return self._frame(
@@ -430,6 +420,19 @@ class Store:
         cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
         while rows := cur.fetchmany(batch):
             yield from (_event(r) for r in rows)
+
+
+def id_conflict(event_id: str, rows: list[tuple], first: int = 5) -> Diagnostic:
+    """The ``event_id_conflict`` of one id naming different events; ``rows`` are the events using
+    it, ``(file, line, workflow_key, seq, kind)`` in observation order (``detail`` lists the first
+    ``first``). The diagnostic sits at the first of them."""
+    name, line, key, seq, kind = rows[0]
+    shown = "; ".join(f"{n}:{ln} ({k}, seq {'-' if s is None else s}, {kd})" for n, ln, k, s, kd in rows[:first])
+    more = f"; and {len(rows) - first} more" if len(rows) > first else ""
+    detail = (f'event_id "{event_id[:80]}" names {len(rows)} different events, all kept: {shown}{more}; '
+              "give each event its own id, or leave event_id out to have it derived")
+    return Diagnostic(stable_id("d-", key, DiagnosticKind.EVENT_ID_CONFLICT, seq, event_id),
+                      DiagnosticKind.EVENT_ID_CONFLICT, key, seq, None, detail)
 
 
 def _cause(e: BaseException) -> str:

@@ -438,13 +438,18 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def log_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that choose the generated logs, shared with bench/spark_scale.py."""
     p.add_argument("--events", type=int, action="append", help="log size; repeat for several")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--workflows", type=int, default=None, help="spread runs over this many keys")
     p.add_argument("--disorder", type=float, default=0.01, help="share of lines out of order")
     p.add_argument("--dir", type=Path, default=Path("/tmp/bench"), help="where logs and outputs go")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    log_arguments(p)
+    p.add_argument("--workflows", type=int, default=None, help="spread runs over this many keys")
     p.add_argument("--no-reference", action="store_true", help="skip (c)")
     p.add_argument("--no-detect-only", action="store_true", help="skip (d) and (e)")
     p.add_argument("--phases", action="store_true", help="add a diagnostic run timing (b)'s stages")

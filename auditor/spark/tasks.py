@@ -1,0 +1,270 @@
+"""What runs inside the Spark tasks: the package's own stages over one piece of the input.
+
+Every call into the rest of the package made by the Spark engine is in this module, so a change of
+an internal function is adapted here and nowhere else:
+
+- stage 1, ``normalize_files`` / ``normalize_rows``: the product's readers (``ingest.read_source``:
+  formats, compression, physical line numbers, careful CSV, OTLP) and its one SQL normalizer
+  (``Store.ingest``) in a scratch ``Store`` per file (or per DataFrame partition). Out come the
+  normalized events, the quarantined lines and the file's accounting as rows of ``STAGE1``.
+- stage 2, ``detect_partition``: the events of a set of workflow keys (all events of each key)
+  loaded into a scratch ``Store`` with the input files' names (the findings' provenance), the
+  observation order rebuilt (``store.sql``'s ``observed_order``), then ``detect_and_explain``, the
+  part of ``analyze`` that looks at events, with the newest event time of the whole log. Out come
+  the findings, incidents, diagnostics and workflow summaries, pickled, and the partition's timings.
+- stage 3, ``timeline_partition``: the same load for the few keys a report draws, then
+  ``detect.timeline.excerpts`` over them, as ``analyze`` calls it. Out come the timelines, pickled.
+
+Nothing here imports pyspark: these functions see pyarrow record batches only.
+"""
+
+from __future__ import annotations
+
+import pickle
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..limits import Limits
+    from ..model import Finding
+    from ..store import Store
+    from ..vocabulary import Vocabulary
+
+#: The events columns carried between the stages (the store's ``events`` table minus ``ord``,
+#: rebuilt in stage 2, with ``ts_utc`` as microseconds since the epoch).
+EVENT_COLUMNS = (
+    "event_id string, seq long, obs long, workflow_key string, kind string, epoch long, "
+    "worker string, effect_key string, sink string, sink_result string, reporter string, "
+    "step_id string, ts string, ts_us long, attrs string, source_id int, line long, "
+    # SPEC sections 7 and 8, instants as microseconds since the epoch too
+    # (the reason field travels as reason_field: STAGE1 has a reason column of its own)
+    "lease_until_us long, heartbeat string, reason_field string, authority_id string, expires_at_us long, "
+    "scope string, decision string")
+EVENT_NAMES = tuple(c.split()[0] for c in EVENT_COLUMNS.split(", "))
+#: Stage 1's output: one row per event (tag e), one of the first quarantined lines of a file (q),
+#: the file's accounting and newest event time in ts_us (s), or a file that could not be read
+#: at all (x, with the message the single-node audit would raise, and its class in reason).
+STAGE1 = ("tag string, name string, reason string, lines_read long, normalized long, "
+          "quarantined long, seconds double, message string, " + EVENT_COLUMNS)
+#: What makes two events with one ``event_id`` the same event (an exact duplicate, collapsed):
+#: every column but the row's identity and ``ts_us`` (parsed from ``ts``), as ``store.sql``'s
+#: ``drop_duplicates`` compares them. One id naming two contents is an ``event_id_conflict``.
+CONTENT_COLUMNS = tuple(c for c in EVENT_NAMES if c not in ("event_id", "obs", "ts_us", "source_id", "line"))
+#: Stage 2's output: per partition, one row per pickled list and one row (kind "time") of
+#: timings, event count and newest event time. Stage 3's is one row of pickled timelines.
+STAGE2 = ("part int, kind string, payload binary, events long, keys long, load_s double, "
+          "detect_s double, newest_us long")
+PARTS = ("findings", "incidents", "diagnostics", "workflows")
+STAGE3 = "part int, payload binary"
+
+_EVENTS_OUT = """
+SELECT 'e' AS tag, event_id, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink,
+       sink_result, reporter, step_id, ts, epoch_us(ts_utc) AS ts_us, attrs, source_id, line,
+       epoch_us(lease_until) AS lease_until_us, heartbeat, reason AS reason_field, authority_id,
+       epoch_us(expires_at) AS expires_at_us, scope, decision
+FROM events"""
+#: The document lists the first quarantined lines (``Store.input_summary``'s ``first``): no
+#: file can contribute more than that many to it.
+QUARANTINE_FIRST = 20
+_QUARANTINE_OUT = "SELECT 'q' AS tag, source_id, line, reason FROM quarantine ORDER BY line LIMIT ?"
+_EVENTS_IN = """
+INSERT INTO events (event_id, ord, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink,
+                    sink_result, reporter, step_id, ts, ts_utc, attrs, source_id, line,
+                    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision)
+-- In observation order, as one machine appends them: where the detector leaves a tie to row
+-- order (two commits of one step at one seq), both engines then pick the same row.
+SELECT event_id, seq, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink, sink_result,
+       reporter, step_id, ts, make_timestamp(ts_us)::TIMESTAMPTZ, attrs, source_id, line,
+       make_timestamp(lease_until_us)::TIMESTAMPTZ, heartbeat, reason_field, authority_id,
+       make_timestamp(expires_at_us)::TIMESTAMPTZ, scope, decision
+FROM part_events ORDER BY obs"""
+#: The input files' names, which findings and timelines carry as their provenance.
+_SOURCES_IN = """
+INSERT INTO sources (source_id, name, format, lines_read, events, duplicates, quarantined)
+SELECT source_id, name, 'spark', 0, 0, 0, 0 FROM part_sources"""
+
+
+def _schema(ddl: str) -> "pa.Schema":
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "double": pa.float64(),
+             "binary": pa.binary()}
+    return pa.schema([(name, types[kind]) for name, kind in (f.split() for f in ddl.split(", "))])
+
+
+def _conform(table: "pa.Table | pa.RecordBatch", schema: "pa.Schema") -> Iterator["pa.RecordBatch"]:
+    """``table`` as batches of ``schema``: missing columns null, the others cast."""
+    import pyarrow as pa
+
+    cols = [table.column(f.name).cast(f.type) if f.name in table.schema.names
+            else pa.nulls(table.num_rows, f.type) for f in schema]
+    yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
+
+
+def _scratch_store(source_id: int, keep_payloads: bool, vocabulary: "Vocabulary | None" = None) -> "Store":
+    """A scratch store whose next ingest gets ``source_id``: the observation positions (``obs``)
+    the normalizer assigns then order files as the single-node audit, which ingests them in turn."""
+    from ..store import Store
+
+    store = Store(None, keep_payloads=keep_payloads, vocabulary=vocabulary)
+    if source_id > 1:
+        store.con.execute("INSERT INTO sources (source_id, name, format, lines_read, events, duplicates, "
+                          "quarantined) VALUES (?, '', 'none', 0, 0, 0, 0)", [source_id - 1])
+    return store
+
+
+@contextmanager
+def _partition_store(batches: Iterable["pa.RecordBatch"], names: dict[int, str]) -> Iterator["Store | None"]:
+    """A scratch store holding the events of ``batches`` (every event of each of their workflow
+    keys) and the input files' names, as the single-node store holds them; None without events."""
+    import pyarrow as pa
+
+    from ..store import SQL, Store
+
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        yield None
+        return
+    part_events = pa.Table.from_batches(batches)  # read by _EVENTS_IN (a replacement scan)
+    del batches
+    part_sources = pa.table({"source_id": pa.array(list(names), pa.int32()),  # read by _SOURCES_IN
+                             "name": pa.array(list(names.values()), pa.string())})
+    with Store(None) as store:
+        store.con.execute(_SOURCES_IN)
+        store.con.execute(_EVENTS_IN)
+        del part_events, part_sources
+        store.con.execute(SQL["observed_order"])
+        yield store
+
+
+def _normalized(store, source_id: int, name: str, counts, seconds: float) -> Iterator["pa.RecordBatch"]:
+    """What one ingest left in ``store``: events, quarantined lines, and the file's accounting."""
+    import pyarrow as pa
+
+    schema = _schema(STAGE1)
+    for batch in store.con.sql(_EVENTS_OUT).to_arrow_reader(65_536):
+        yield from _conform(batch, schema)
+    yield from _conform(store.con.sql(_QUARANTINE_OUT, params=[QUARANTINE_FIRST]).to_arrow_table(), schema)
+    (newest,) = store.con.execute("SELECT epoch_us(max(ts_utc)) FROM events").fetchone()
+    yield from _conform(pa.table({
+        "tag": ["s"], "source_id": pa.array([source_id], pa.int32()), "name": [name],
+        "lines_read": [counts.lines_read], "normalized": [counts.events + counts.duplicates],
+        "quarantined": [counts.quarantined], "seconds": [seconds],
+        "ts_us": pa.array([newest], pa.int64())}), schema)
+
+
+def normalize_files(batches: Iterable["pa.RecordBatch"], fmt: str, keep_payloads: bool,
+                    vocabulary: "Vocabulary", limits: "Limits") -> Iterator["pa.RecordBatch"]:
+    """Stage 1 over files: rows ``(source_id, name, path, content)``; ``content`` (the bytes of a
+    file Spark read from a Hadoop filesystem) is spooled to a local file, else ``path`` is read."""
+    import pyarrow as pa
+
+    from ..errors import AuditorError
+    from ..ingest import Source, read_source
+
+    for batch in batches:
+        for row in batch.to_pylist():
+            t0 = time.perf_counter()
+            sid, name = row["source_id"], row["name"]
+            with tempfile.TemporaryDirectory(prefix="auditor-spark-") as tmp, \
+                    _scratch_store(sid, keep_payloads, vocabulary) as store:
+                path = Path(row["path"])
+                if row.get("content") is not None:  # keep the name: the format is told by its suffix
+                    path = Path(tmp, Path(name).name or "input")
+                    path.write_bytes(row["content"])
+                try:
+                    counts = read_source(store, Source(name, path, path.stat().st_size, limits), fmt)
+                except (AuditorError, OSError) as e:
+                    # The driver raises it again, as the same class (LimitExceeded is an InputError).
+                    error = type(e).__name__ if isinstance(e, AuditorError) else "InputError"
+                    message = str(e) if isinstance(e, AuditorError) else f"{name}: {e.strerror or e}"
+                    yield from _conform(pa.table({"tag": ["x"], "source_id": pa.array([sid], pa.int32()),
+                                                  "name": [name], "reason": [error], "message": [message]}),
+                                        _schema(STAGE1))
+                    continue
+                yield from _normalized(store, sid, name, counts, time.perf_counter() - t0)
+
+
+def normalize_rows(batches: Iterable["pa.RecordBatch"], name: str, keep_payloads: bool,
+                   vocabulary: "Vocabulary") -> Iterator["pa.RecordBatch"]:
+    """Stage 1 over a DataFrame partition: rows ``(line, raw)``, ``raw`` one JSON object, ``line``
+    the row's number in the DataFrame's order, all of one source (id 1)."""
+    import pyarrow as pa
+
+    t0 = time.perf_counter()
+
+    def chunks():
+        for b in batches:
+            yield pa.table({"line": b.column("line"), "pos": b.column("line"), "raw": b.column("raw"),
+                            "bad": pa.nulls(b.num_rows, pa.string())})
+
+    with _scratch_store(1, keep_payloads, vocabulary) as store:
+        counts = store.ingest(name, "dataframe", chunks())
+        if counts.lines_read:
+            yield from _normalized(store, 1, name, counts, time.perf_counter() - t0)
+
+
+def detect_partition(batches: Iterable["pa.RecordBatch"], part: int, names: dict[int, str],
+                     newest_us: int | None) -> Iterator["pa.RecordBatch"]:
+    """Stage 2: detect and explain over every event of the workflow keys of one partition, as
+    ``analyze`` does on one machine, freshness measured against the newest event of the log."""
+    import pyarrow as pa
+
+    from .. import detect_and_explain
+
+    t0 = time.perf_counter()
+    load_s = detect_s = 0.0
+    rows = {"part": [], "kind": [], "payload": []}
+    events = keys = 0
+    newest_here = None
+    with _partition_store(batches, names) as store:
+        if store is not None:
+            ((events, newest_here),) = store.con.execute(
+                "SELECT count(*), epoch_us(max(ts_utc)) FROM events").fetchall()
+            newest = None
+            if newest_us is not None:
+                (newest,) = store.con.execute("SELECT make_timestamp(?::BIGINT)::TIMESTAMPTZ",
+                                              [newest_us]).fetchone()
+            load_s = time.perf_counter() - t0
+            found = detect_and_explain(store, newest)
+            detect_s = time.perf_counter() - t0 - load_s
+            keys = len(found.workflows)
+            for kind in PARTS:
+                rows["part"].append(part)
+                rows["kind"].append(kind)
+                rows["payload"].append(pickle.dumps(getattr(found, kind), pickle.HIGHEST_PROTOCOL))
+    rows["part"].append(part)
+    rows["kind"].append("time")
+    rows["payload"].append(None)
+    n = len(rows["kind"])
+    yield from _conform(pa.table({
+        "part": pa.array(rows["part"], pa.int32()), "kind": rows["kind"],
+        "payload": pa.array(rows["payload"], pa.binary()),
+        "events": [events if k == "time" else None for k in rows["kind"]],
+        "keys": [keys if k == "time" else None for k in rows["kind"]],
+        "load_s": [load_s] * n, "detect_s": [detect_s] * n,
+        "newest_us": pa.array([newest_here if k == "time" else None for k in rows["kind"]], pa.int64())}),
+        _schema(STAGE2))
+
+
+def timeline_partition(batches: Iterable["pa.RecordBatch"], part: int, names: dict[int, str],
+                       keys: list[str], findings: "list[Finding]", limit: int) -> Iterator["pa.RecordBatch"]:
+    """Stage 3: the timelines of those of ``keys`` whose events are in this partition (all of each
+    key's events), drawn from ``findings`` as ``analyze`` draws them on one machine."""
+    import pyarrow as pa
+
+    from ..detect.timeline import excerpts
+
+    with _partition_store(batches, names) as store:
+        if store is None:
+            return
+        timelines = excerpts(store, keys, findings, limit)
+    yield from _conform(pa.table({"part": pa.array([part], pa.int32()),
+                                  "payload": pa.array([pickle.dumps(timelines, pickle.HIGHEST_PROTOCOL)],
+                                                      pa.binary())}), _schema(STAGE3))
