@@ -444,15 +444,27 @@ def simulate(
     out: Path = typer.Option(..., "--out", metavar="FILE", help="Where to write the event log (.gz compresses)."),
     expect_out: Optional[Path] = typer.Option(
         None, "--expect-out", metavar="FILE", help="Also write the simulation's ground truth in the --expect format."),
+    lease_s: Optional[float] = typer.Option(
+        None, "--lease-s", metavar="S", help="Heartbeat-driven leases of this many seconds instead of injected "
+                                "preemptions: a lease too short for the heartbeat rhythm revokes live workers."),
+    heartbeat_s: float = typer.Option(30.0, "--heartbeat-s", metavar="S", help="With --lease-s: the heartbeat period H."),
+    jitter_s: float = typer.Option(20.0, "--jitter-s", metavar="S", help="With --lease-s: a heartbeat's extra delay, up to J."),
+    missed: float = typer.Option(0.0, "--missed-heartbeats", metavar="SHARE",
+                                 help="With --lease-s: the share of heartbeats that never arrive (0 to 1)."),
 ) -> None:
     """Simulate preemptions against a tool gateway and write the log with its ground truth."""
-    from .simulate import SimulateError, run_cli
+    from .simulate import LeaseTiming, SimulateError, run_cli
 
     mode = choice("--mode", mode, MODES, "a mode")
+    try:
+        lease = None if lease_s is None else LeaseTiming(
+            round(lease_s * 1000), round(heartbeat_s * 1000), round(jitter_s * 1000), missed)
+    except SimulateError as e:
+        raise fail(f"--lease-s/--heartbeat-s/--jitter-s/--missed-heartbeats: {e}") from None
     check_outputs([("--out", out)] + ([("--expect-out", expect_out)] if expect_out else []), [])
     with errors():
         try:
-            typer.echo(run_cli(runs, seed, mode, out, expect_out))
+            typer.echo(run_cli(runs, seed, mode, out, expect_out, lease))
         except SimulateError as e:
             raise fail(f"--mode: {e}") from None
 

@@ -21,6 +21,7 @@ from .world import (
     CHARGE_CENTS,
     DANGEROUS,
     Injection,
+    LeaseTiming,
     Mode,
     SimulateError,
     World,
@@ -29,7 +30,7 @@ from .world import (
 )
 
 __all__ = ["simulate", "Simulation", "run_cli", "generate_log", "GeneratedLog", "Mode", "Injection",
-           "DANGEROUS", "CHARGE_CENTS", "SimulateError"]
+           "DANGEROUS", "CHARGE_CENTS", "SimulateError", "LeaseTiming"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Simulation:
     rejected_attempts: int
     replays: int
     stale_checkpoints_accepted: int
+    lease: LeaseTiming | None = None
+    revoked_live: int = 0  # lease timing: takeovers of an owner that was still running
 
     @property
     def injections(self) -> dict[str, int]:
@@ -78,8 +81,13 @@ class Simulation:
         Path(path).write_text(expected_json(self.truth))
 
 
-def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation:
+def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced",
+             lease: LeaseTiming | None = None) -> Simulation:
     """Simulate ``runs`` runs, each with one injected preemption, in one gateway ``mode``.
+
+    With ``lease``, nothing is injected: leases are granted and extended by heartbeats, and the
+    coordinator reclaims a job whose lease ran out, so a lease too short for its heartbeat rhythm
+    revokes workers that are still running (``revoked_live``) and a safe one does not.
 
     Deterministic (no wall clock, one seeded ``random.Random``): the same arguments give the same
     events and truth. The injections are spread evenly over the four dangerous points (counts
@@ -89,9 +97,11 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation
     mode = _mode(mode)
     if runs < 1:
         raise SimulateError(f"runs is {runs}, expected at least 1")
-    injections = [DANGEROUS[i % len(DANGEROUS)] for i in range(runs)]
+    injections: list[Injection | None] = [DANGEROUS[i % len(DANGEROUS)] for i in range(runs)]
     random.Random(f"{seed}/injections").shuffle(injections)
-    world = World(seed, [(mode, inj) for inj in injections])
+    if lease is not None:
+        injections = [None] * runs
+    world = World(seed, [(mode, inj) for inj in injections], lease=lease)
     world.run()
     return Simulation(
         mode=mode,
@@ -106,14 +116,17 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced") -> Simulation
         rejected_attempts=world.rejections,
         replays=world.replays,
         stale_checkpoints_accepted=world.stale_checkpoints_accepted,
+        lease=lease,
+        revoked_live=sum(r.revoked_live for r in world.runs),
     )
 
 
-def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = None) -> str:
+def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = None,
+            lease: LeaseTiming | None = None) -> str:
     """The body of ``auditor simulate``: simulate, write the log (and the expected findings in the
     ``--expect`` format), and return the summary to print. Raises ``SimulateError`` for bad options
     (the CLI turns it into ``typer.BadParameter``) and ``OSError`` when a file cannot be written."""
-    sim = simulate(runs, seed, mode)
+    sim = simulate(runs, seed, mode, lease)
     sim.write(out)
     if expected is not None:
         sim.write_expected(expected)
@@ -121,7 +134,11 @@ def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = 
     charged = ", ".join(f"{_dollars(c)} x{n}" for c, n in sorted(per_run.items()))
     lines = [
         f"simulated {sim.runs} runs, mode {sim.mode}, seed {sim.seed}: {len(sim.events)} events -> {out}",
-        "injected interleavings: " + ", ".join(f"{k} {v}" for k, v in sim.injections.items()),
+        ("injected interleavings: " + ", ".join(f"{k} {v}" for k, v in sim.injections.items())
+         if lease is None else
+         f"leases: {lease.lease_ms / 1000:g} s, heartbeat every {lease.heartbeat_ms / 1000:g} s "
+         f"+ up to {lease.jitter_ms / 1000:g} s of delay, {lease.miss_share:.0%} of heartbeats lost; "
+         f"workers revoked while still running: {sim.revoked_live}"),
         f"bank: net charge per run {charged}",
         f"sinks: double applies {sim.double_applies}, stale commits {sim.stale_commits}, "
         f"rejected attempts {sim.rejected_attempts}, replays of a stable key {sim.replays}",

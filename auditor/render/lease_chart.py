@@ -1,0 +1,129 @@
+"""Stage 6, render: the lease-health chart of one dimension group, laid out in Python.
+
+One strip per group, in seconds: every heartbeat gap as a dot (equal gaps stacked), the median
+heartbeat interval ``H``, the timing threshold ``R*H+J`` and the shortest lease ``L``. An operator
+reads it in seconds: when the lease line stands left of the threshold (or among the dots), an
+ordinary delay revokes a worker that is still running. The template only draws these shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..health import GroupHealth, LeaseHealth
+
+WIDTH, HEIGHT = 640, 104
+X0, X1 = 44, 616          # the plot's left and right edge
+BASE = 70                 # the dots' baseline
+DOT_R, STACK = 3.5, 7.0   # dot radius, vertical step between equal gaps
+MAX_STACK = 6             # dots per column before they are counted instead of drawn
+MAX_DOTS = 400            # dots per chart; the rest are counted in the note
+MAX_CHARTS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Dot:
+    x: float
+    y: float
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    x: float
+    label: str
+    css: str          # "h", "threshold", "lease-risk" or "lease-safe"
+    title: str
+    label_y: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseChart:
+    """One group's chart; ``summary`` is the sentence under it, ``note`` what was not drawn."""
+
+    label: str
+    at_risk: bool
+    width: int
+    height: int
+    dots: tuple[Dot, ...]
+    lines: tuple[Line, ...]
+    ticks: tuple[Tick, ...]
+    summary: str
+    note: str | None
+
+
+def charts(health: LeaseHealth) -> tuple[list[LeaseChart], int]:
+    """The charts of the groups with heartbeat gaps or lease lengths, riskiest first, at most
+    ``MAX_CHARTS``; and how many such groups were left out."""
+    drawable = [g for g in health.groups if g.gaps or g.metrics.lease_min is not None]
+    return [chart(g, health.heartbeat_misses) for g in drawable[:MAX_CHARTS]], max(0, len(drawable) - MAX_CHARTS)
+
+
+def chart(g: GroupHealth, r: int) -> LeaseChart:
+    m = g.metrics
+    values = [v for v in (m.lease_min, g.threshold, m.heartbeat_interval_max) if v is not None]
+    top = max(values + list(g.gaps[-1:]) + [1.0])
+    scale_max = _nice(top * 1.12)
+    scale = (X1 - X0) / scale_max
+
+    def x(v: float) -> float:
+        return round(X0 + max(0.0, v) * scale, 1)
+
+    dots, counted, skipped = [], {}, 0
+    gaps = g.gaps
+    step = max(1, math.ceil(len(gaps) / MAX_DOTS))
+    for i, gap in enumerate(gaps):
+        if i % step:
+            skipped += 1
+            continue
+        col = round(x(gap) / (DOT_R * 2))
+        n = counted.get(col, 0)
+        counted[col] = n + 1
+        if n >= MAX_STACK:
+            skipped += 1
+            continue
+        dots.append(Dot(x(gap), BASE - n * STACK, f"heartbeat gap {gap:g} s"))
+    lines = []
+    if m.heartbeat_interval_median is not None:
+        lines.append(Line(x(m.heartbeat_interval_median), f"H {m.heartbeat_interval_median:g} s", "h",
+                          "median heartbeat interval H", 14))
+    if g.threshold is not None:
+        lines.append(Line(x(g.threshold), f"R·H+J {g.threshold:g} s", "threshold",
+                          f"R*H+J = {r} x {m.heartbeat_interval_median:g} s + {m.heartbeat_jitter:g} s",
+                          26))
+    if m.lease_min is not None:
+        lines.append(Line(x(m.lease_min), f"lease {m.lease_min:g} s",
+                          "lease-risk" if g.at_risk else "lease-safe",
+                          "shortest lease granted (L)", 38))
+    ticks = tuple(Tick(x(v), f"{v:g}") for v in _ticks(scale_max))
+    if g.at_risk:
+        summary = (f"At risk: the shortest lease ({m.lease_min:g} s) is not above R·H+J = {g.threshold:g} s "
+                   f"over {m.heartbeat_gaps} heartbeat gaps; an ordinary delay revokes a worker that is still running.")
+    elif g.threshold is not None and m.lease_min is not None:
+        summary = (f"Safe by the rule: the shortest lease ({m.lease_min:g} s) is above R·H+J = {g.threshold:g} s "
+                   f"over {m.heartbeat_gaps} heartbeat gaps.")
+    else:
+        summary = "Not enough evidence for the rule: it needs heartbeat gaps and lease lengths (lease_until)."
+    note = f"{skipped} of {len(gaps)} gaps not drawn (stacked or sampled)" if skipped else None
+    return LeaseChart(g.label, g.at_risk, WIDTH, HEIGHT, tuple(dots), tuple(lines), ticks, summary, note)
+
+
+def _nice(v: float) -> float:
+    """The next round number at or above ``v`` (1, 2 or 5 times a power of ten)."""
+    p = 10 ** math.floor(math.log10(v))
+    for f in (1, 2, 5, 10):
+        if f * p >= v:
+            return float(f * p)
+    return float(10 * p)
+
+
+def _ticks(top: float) -> list[float]:
+    step = _nice(top / 5)
+    return [i * step for i in range(int(top / step) + 1)]
