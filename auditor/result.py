@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import ResultClosed
+from .health import EMPTY as NO_LEASE_HEALTH, LeaseHealth
 from .model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
                     QuarantinedLine, SkippedPath, Verdict)
 
@@ -80,6 +81,8 @@ class AuditResult:
     fail_on: Grade = Grade.STALE_ATTEMPT
     allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
     scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
+    #: SPEC section 7: lease metrics per group and key (its diagnostics are in ``diagnostics``)
+    lease_health: LeaseHealth = NO_LEASE_HEALTH
     #: the timelines a report draws (see ``explain.timeline_keys``), by workflow key
     timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
@@ -164,6 +167,7 @@ class AuditResult:
             "ordering": self.ordering,
             "input": asdict(self.input),
             "summary": self.summary(),
+            "lease_health": self.lease_health.to_dict(),
             "incidents": (i.to_dict() for i in self.incidents),
             "findings": (f.to_dict() for f in self.findings),
             "diagnostics": (d.to_dict() for d in self.diagnostics),

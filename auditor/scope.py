@@ -28,7 +28,7 @@ from .errors import AuditorError
 from .model import DiagnosticKind
 
 if TYPE_CHECKING:
-    from .model import Finding
+    from .model import Diagnostic, Finding
     from .result import AuditResult
 
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -154,7 +154,11 @@ def read_keys(path: str | Path) -> list[str]:
 
 def narrow(result: "AuditResult", scope: Scope | None) -> "AuditResult":
     """``result`` with only what ``scope`` reports: matching findings, the incidents that keep at
-    least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run."""
+    least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run.
+
+    Lease health keeps the rows of matching keys and the groups they belong to, with the group's
+    figures over all of its keys (a lease configuration is judged on all the evidence, as
+    detection is); a group's ``lease_timing_risk`` stays with its group, whatever the window."""
     if scope is None or not scope.narrows:
         return result
     workflows = [w for w in result.workflows if scope.key_matches(w.workflow_key)]
@@ -164,10 +168,22 @@ def narrow(result: "AuditResult", scope: Scope | None) -> "AuditResult":
                          f"{len(result.workflows):,} workflow keys (e.g. {sample})")
     findings = [f for f in result.findings if scope.finding_matches(f)]
     kept = {f.incident_id for f in findings}
+    health = result.lease_health
+    keys = tuple(k for k in health.keys if scope.key_matches(k.workflow_key))
+    groups = {k.group for k in keys}
+    health = dataclasses.replace(health, keys=keys, groups=tuple(g for g in health.groups if g.group in groups),
+                                 diagnostics=tuple(d for d in health.diagnostics if _keeps(scope, d, groups)))
     return dataclasses.replace(
         result,
         findings=findings,
         incidents=[i for i in result.incidents if i.id in kept],
-        diagnostics=[d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT
-                     or (scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None))],
-        workflows=workflows, scope=scope)
+        diagnostics=[d for d in result.diagnostics if _keeps(scope, d, groups)],
+        workflows=workflows, scope=scope, lease_health=health)
+
+
+def _keeps(scope: Scope, d: "Diagnostic", groups: set) -> bool:
+    if d.kind == DiagnosticKind.EVENT_ID_CONFLICT:
+        return True
+    if d.kind == DiagnosticKind.LEASE_TIMING_RISK:
+        return tuple(d.group.items()) in groups
+    return scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None)
