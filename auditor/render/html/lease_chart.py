@@ -11,7 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..health import GroupHealth, LeaseHealth
+from ...health import MIN_GAPS, GroupHealth
+from .format import _px
+from .timeline import Tick
 
 WIDTH, HEIGHT = 640, 104
 X0, X1 = 44, 616          # the plot's left and right edge
@@ -19,7 +21,6 @@ BASE = 70                 # the dots' baseline
 DOT_R, STACK = 3.5, 7.0   # dot radius, vertical step between equal gaps
 MAX_STACK = 6             # dots per column before they are counted instead of drawn
 MAX_DOTS = 400            # dots per chart; the rest are counted in the note
-MAX_CHARTS = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +37,8 @@ class Line:
     css: str          # "h", "threshold", "lease-risk" or "lease-safe"
     title: str
     label_y: float
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    x: float
-    label: str
+    label_x: float    # the label beside the line, on its left near the right edge
+    anchor: str       # the label's text-anchor: "start" or "end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +56,6 @@ class LeaseChart:
     note: str | None
 
 
-def charts(health: LeaseHealth) -> tuple[list[LeaseChart], int]:
-    """The charts of the groups with heartbeat gaps or lease lengths, riskiest first, at most
-    ``MAX_CHARTS``; and how many such groups were left out."""
-    drawable = [g for g in health.groups if g.gaps or g.metrics.lease_min is not None]
-    return [chart(g, health.heartbeat_misses) for g in drawable[:MAX_CHARTS]], max(0, len(drawable) - MAX_CHARTS)
-
-
 def chart(g: GroupHealth, r: int) -> LeaseChart:
     m = g.metrics
     values = [v for v in (m.lease_min, g.threshold, m.heartbeat_interval_max) if v is not None]
@@ -74,7 +64,7 @@ def chart(g: GroupHealth, r: int) -> LeaseChart:
     scale = (X1 - X0) / scale_max
 
     def x(v: float) -> float:
-        return round(X0 + max(0.0, v) * scale, 1)
+        return float(_px(X0 + max(0.0, v) * scale))
 
     dots, counted, skipped = [], {}, 0
     gaps = g.gaps
@@ -91,24 +81,33 @@ def chart(g: GroupHealth, r: int) -> LeaseChart:
             continue
         dots.append(Dot(x(gap), BASE - n * STACK, f"heartbeat gap {gap:g} s"))
     lines = []
+
+    def line(at: float, text: str, css: str, title: str, label_y: float) -> Line:
+        near_end = x(at) > X1 - 110
+        return Line(x(at), text, css, title, label_y, x(at) + (-3 if near_end else 3),
+                    "end" if near_end else "start")
+
     if m.heartbeat_interval_median is not None:
-        lines.append(Line(x(m.heartbeat_interval_median), f"H {m.heartbeat_interval_median:g} s", "h",
+        lines.append(line(m.heartbeat_interval_median, f"H {m.heartbeat_interval_median:g} s", "h",
                           "median heartbeat interval H", 14))
     if g.threshold is not None:
-        lines.append(Line(x(g.threshold), f"R·H+J {g.threshold:g} s", "threshold",
+        lines.append(line(g.threshold, f"R\u00b7H+J {g.threshold:g} s", "threshold",
                           f"R*H+J = {r} x {m.heartbeat_interval_median:g} s + {m.heartbeat_jitter:g} s",
                           26))
     if m.lease_min is not None:
-        lines.append(Line(x(m.lease_min), f"lease {m.lease_min:g} s",
-                          "lease-risk" if g.at_risk else "lease-safe",
+        lines.append(line(m.lease_min, f"L {m.lease_min:g} s", "lease-risk" if g.at_risk else "lease-safe",
                           "shortest lease granted (L)", 38))
     ticks = tuple(Tick(x(v), f"{v:g}") for v in _ticks(scale_max))
     if g.at_risk:
-        summary = (f"At risk: the shortest lease ({m.lease_min:g} s) is not above R·H+J = {g.threshold:g} s "
+        summary = (f"At risk: the shortest lease ({m.lease_min:g} s) is not above R\u00b7H+J = {g.threshold:g} s "
                    f"over {m.heartbeat_gaps} heartbeat gaps; an ordinary delay revokes a worker that is still running.")
     elif g.threshold is not None and m.lease_min is not None:
-        summary = (f"Safe by the rule: the shortest lease ({m.lease_min:g} s) is above R·H+J = {g.threshold:g} s "
-                   f"over {m.heartbeat_gaps} heartbeat gaps.")
+        if m.heartbeat_gaps >= MIN_GAPS:
+            summary = (f"Safe by the rule: the shortest lease ({m.lease_min:g} s) is above R\u00b7H+J = "
+                       f"{g.threshold:g} s over {m.heartbeat_gaps} heartbeat gaps.")
+        else:
+            summary = (f"Too few heartbeat gaps to judge ({m.heartbeat_gaps}; the rule needs {MIN_GAPS}): "
+                       f"the shortest lease ({m.lease_min:g} s) against R\u00b7H+J = {g.threshold:g} s so far.")
     else:
         summary = "Not enough evidence for the rule: it needs heartbeat gaps and lease lengths (lease_until)."
     note = f"{skipped} of {len(gaps)} gaps not drawn (stacked or sampled)" if skipped else None
