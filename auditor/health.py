@@ -104,7 +104,8 @@ class GroupHealth:
 
     ``threshold`` is ``R * H + J``; ``at_risk`` says the rule fails: at least ``MIN_GAPS`` heartbeat
     gaps and the shortest lease ``L`` at or below the threshold. ``gaps`` holds every heartbeat gap
-    of the group, sorted (the chart's dots; not in the JSON document, whose figures summarize them).
+    of the group and ``takeover_ages`` every heartbeat age at a takeover, sorted (the chart draws
+    them; the JSON document's figures summarize them).
     """
 
     group: Group
@@ -113,6 +114,7 @@ class GroupHealth:
     threshold: float | None
     at_risk: bool
     gaps: tuple[float, ...]
+    takeover_ages: tuple[float, ...] = ()
 
     @property
     def label(self) -> str:
@@ -245,7 +247,7 @@ def lease_health(con: duckdb.DuckDBPyConnection, by: Iterable[str] | None = None
         groups = []
         anchors: dict[Group, tuple[str, int, int]] = {}
         for row in con.execute(SQL["group_rows"]).fetchall():
-            dims, keys, *numbers, at_k, at_s, at_epoch, gaps = row
+            dims, keys, *numbers, at_k, at_s, at_epoch, gaps, ages = row
             group = tuple(zip(chosen, dims))
             m = _metrics(tuple(numbers))
             threshold = None
@@ -253,7 +255,8 @@ def lease_health(con: duckdb.DuckDBPyConnection, by: Iterable[str] | None = None
                 threshold = round(r * m.heartbeat_interval_median + m.heartbeat_jitter, 3)
             at_risk = (m.heartbeat_gaps >= MIN_GAPS and m.lease_min is not None and threshold is not None
                        and m.lease_min <= threshold)
-            groups.append(GroupHealth(group, int(keys), m, threshold, at_risk, tuple(seconds(g) for g in gaps)))
+            groups.append(GroupHealth(group, int(keys), m, threshold, at_risk, tuple(seconds(g) for g in gaps),
+                                      tuple(seconds(a) for a in ages)))
             if at_k is not None:
                 anchors[group] = (at_k, int(at_s), int(at_epoch))
         # Riskiest first: at risk, then the smallest margin L - (R*H+J), then the most expired

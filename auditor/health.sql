@@ -114,7 +114,8 @@ LEFT JOIN t ON t.k = b.k LEFT JOIN g ON g.k = b.k LEFT JOIN l ON l.k = b.k;
 -- name: group_metrics
 -- The same metrics per dimension group, pooled over the group's keys (medians over all of the
 -- group's gaps and grants, not medians of medians), with the shortest grant (its key, position
--- and epoch: where a lease_timing_risk points) and every gap, sorted, for the chart.
+-- and epoch: where a lease_timing_risk points), and for the chart every gap and every heartbeat
+-- age at a takeover, sorted.
 CREATE OR REPLACE TEMP TABLE lh_group_metrics AS
 WITH counts AS (
     SELECT dims, count(*) AS keys, sum(leases) AS leases, sum(reclaims) AS reclaims,
@@ -131,17 +132,19 @@ WITH counts AS (
            arg_min(gr.epoch, (gr.lease_ms, gr.k, gr.s)) FILTER (WHERE lease_ms IS NOT NULL) AS at_epoch
     FROM lh_grants gr JOIN lh_keys ks USING (k) GROUP BY ks.dims
 ), a AS (
-    SELECT ks.dims, median(epoch_ms(ts) - epoch_ms(last_ok)) AS age_median,
-           max(epoch_ms(ts) - epoch_ms(last_ok)) AS age_max
-    FROM lh_takeovers JOIN lh_keys ks USING (k) GROUP BY ks.dims
+    SELECT ks.dims, median(age) AS age_median, max(age) AS age_max,
+           list(age ORDER BY age) FILTER (WHERE age IS NOT NULL) AS all_ages
+    FROM (SELECT k, epoch_ms(ts) - epoch_ms(last_ok) AS age FROM lh_takeovers) JOIN lh_keys ks USING (k)
+    GROUP BY ks.dims
 )
 SELECT c.*, coalesce(g.gaps, 0) AS gaps, g.h, g.h_max, l.lease_min, l.lease_median, l.remaining_min,
-       a.age_median, a.age_max, l.at_k, l.at_s, l.at_epoch, coalesce(g.all_gaps, []) AS all_gaps
+       a.age_median, a.age_max, l.at_k, l.at_s, l.at_epoch, coalesce(g.all_gaps, []) AS all_gaps,
+       coalesce(a.all_ages, []) AS all_ages
 FROM counts c LEFT JOIN g USING (dims) LEFT JOIN l USING (dims) LEFT JOIN a USING (dims);
 
 -- name: group_rows
 SELECT dims, keys, leases, reclaims, expired_leases, extension_failures, gaps, h, h_max,
-       lease_min, lease_median, remaining_min, age_median, age_max, at_k, at_s, at_epoch, all_gaps
+       lease_min, lease_median, remaining_min, age_median, age_max, at_k, at_s, at_epoch, all_gaps, all_ages
 FROM lh_group_metrics;
 
 -- name: key_rows

@@ -350,6 +350,14 @@ def test_w1_w2_report_shows_the_expired_lease_the_heartbeat_age_and_the_stale_ca
         "8f1b2c7e", "5", "42\u00a0(W1) \u2192 43\u00a0(W2)", "2026-07-23T21:15:30Z", "expired 15 s before",
         "105 s before the takeover", "yes"]
     assert row.attrs["class"] == "lh-expired"
+    (chart,) = build_context(w1_w2).lease.groups
+    assert [(t.x, t.title) for t in chart.chart.takeovers] == [
+        (344.3, "takeover: the owner's last heartbeat was 105 s old")]
+    assert chart.chart.summary == (
+        "Too few heartbeat gaps to judge (1; the rule needs 3): the shortest lease (90 s) against R\u00b7H+J = "
+        "30 s so far. Yet 1 lease expired and was taken over, the owner's last heartbeat then up to 105 s old "
+        "(the triangles): heartbeats that never came, or came too late and were refused, are not among the gaps.")
+    assert len(section.find_all("path", "lh-takeover")) == 1
     (note,) = section.find_all("ul", "lh-diagnostics")[0].find_all("li")
     assert note.text() == (
         "effect_after_lease_expiry 8f1b2c7e seq 8: epoch 42 (W1) attempted ext-791 51 s after its own lease "

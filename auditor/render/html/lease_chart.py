@@ -1,9 +1,11 @@
 """Stage 6, render: the lease-health chart of one dimension group, laid out in Python.
 
 One strip per group, in seconds: every heartbeat gap as a dot (equal gaps stacked), the median
-heartbeat interval ``H``, the timing threshold ``R*H+J`` and the shortest lease ``L``. An operator
-reads it in seconds: when the lease line stands left of the threshold (or among the dots), an
-ordinary delay revokes a worker that is still running. The template only draws these shapes.
+heartbeat interval ``H``, the timing threshold ``R*H+J`` and the shortest lease ``L``, and under the
+axis a triangle for the heartbeat age at each takeover. An operator reads it in seconds: when the
+lease line stands left of the threshold (or among the dots), an ordinary delay revokes a worker
+that is still running; triangles just right of the lease line are owners reclaimed while their
+heartbeat was merely late. The template only draws these shapes.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from ...health import MIN_GAPS, GroupHealth
 from .format import _px
 from .timeline import Tick
 
-WIDTH, HEIGHT = 640, 104
+WIDTH, HEIGHT = 640, 116
 X0, X1 = 44, 616          # the plot's left and right edge
 BASE = 70                 # the dots' baseline
+AXIS, TAKEOVER, TICKS = 78, 81, 106  # the axis, the takeover triangles' apex, the tick labels
 DOT_R, STACK = 3.5, 7.0   # dot radius, vertical step between equal gaps
 MAX_STACK = 6             # dots per column before they are counted instead of drawn
 MAX_DOTS = 400            # dots per chart; the rest are counted in the note
@@ -54,12 +57,13 @@ class LeaseChart:
     ticks: tuple[Tick, ...]
     summary: str
     note: str | None
+    takeovers: tuple[Dot, ...] = ()  # apex of each takeover's triangle, at its heartbeat age
 
 
 def chart(g: GroupHealth, r: int) -> LeaseChart:
     m = g.metrics
     values = [v for v in (m.lease_min, g.threshold, m.heartbeat_interval_max) if v is not None]
-    top = max(values + list(g.gaps[-1:]) + [1.0])
+    top = max(values + list(g.gaps[-1:]) + list(g.takeover_ages[-1:]) + [1.0])
     scale_max = _nice(top * 1.12)
     scale = (X1 - X0) / scale_max
 
@@ -110,8 +114,22 @@ def chart(g: GroupHealth, r: int) -> LeaseChart:
                        f"the shortest lease ({m.lease_min:g} s) against R\u00b7H+J = {g.threshold:g} s so far.")
     else:
         summary = "Not enough evidence for the rule: it needs heartbeat gaps and lease lengths (lease_until)."
-    note = f"{skipped} of {len(gaps)} gaps not drawn (stacked or sampled)" if skipped else None
-    return LeaseChart(g.label, g.at_risk, WIDTH, HEIGHT, tuple(dots), tuple(lines), ticks, summary, note)
+    if not g.at_risk and m.expired_leases:
+        # Refused heartbeats are not gaps (the rule is over successful ones), so a lease already too
+        # short can pass it: the takeovers say what the gaps cannot.
+        age = m.heartbeat_age_at_takeover_max
+        summary += (f" Yet {m.expired_leases} lease{'' if m.expired_leases == 1 else 's'} expired and "
+                    f"{'was' if m.expired_leases == 1 else 'were'} taken over"
+                    + ("" if age is None else f", the owner's last heartbeat then up to {age:g} s old (the triangles)")
+                    + ": heartbeats that never came, or came too late and were refused, are not among the gaps.")
+    ages = g.takeover_ages
+    step = max(1, math.ceil(len(ages) / MAX_DOTS))
+    takeovers = tuple(Dot(x(a), TAKEOVER, f"takeover: the owner's last heartbeat was {a:g} s old")
+                      for a in ages[::step])
+    skipped += len(ages) - len(takeovers)
+    note = f"{skipped} of {len(gaps) + len(ages)} marks not drawn (stacked or sampled)" if skipped else None
+    return LeaseChart(g.label, g.at_risk, WIDTH, HEIGHT, tuple(dots), tuple(lines), ticks, summary, note,
+                      takeovers)
 
 
 def _nice(v: float) -> float:
