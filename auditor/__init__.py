@@ -20,6 +20,7 @@ from .ingest.sources import Progress
 from .errors import (AuditError, AuditorError, InputError, LimitExceeded, NoEvents, OutputError, ResultClosed,
                      StoreError, StoreLocked, at_the_edge)
 from .expect import Comparison, ExpectError, compare_expected, load_expected
+from .health import LeaseHealth
 from .limits import Limits
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
 from .result import AuditResult, AuditSession
@@ -31,7 +32,7 @@ __all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditRe
            "Finding", "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
            "Limits", "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
            "InputError", "LimitExceeded", "NoEvents", "OutputError", "ResultClosed", "StoreError",
-           "StoreLocked", "ExpectError", "ScopeError", "Vocabulary", "VocabularyError"]
+           "StoreLocked", "ExpectError", "ScopeError", "Vocabulary", "VocabularyError", "LeaseHealth"]
 
 
 
