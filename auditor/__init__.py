@@ -21,6 +21,7 @@ from .ingest.sources import Progress
 from .errors import (AuditError, AuditorError, InputError, LimitExceeded, NoEvents, OutputError, ResultClosed,
                      StoreError, StoreLocked, at_the_edge)
 from .expect import Comparison, ExpectError, compare_expected, load_expected
+from .health import LeaseHealth
 from .limits import Limits
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
 from .result import AuditResult, AuditSession
@@ -32,7 +33,7 @@ __all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditRe
            "Finding", "Incident", "Diagnostic", "Event", "Grade", "Kind", "Verdict", "Scope", "Store",
            "Limits", "Comparison", "compare_expected", "load_expected", "AuditorError", "AuditError",
            "InputError", "LimitExceeded", "NoEvents", "OutputError", "ResultClosed", "StoreError",
-           "StoreLocked", "ExpectError", "ScopeError", "Vocabulary", "VocabularyError"]
+           "StoreLocked", "ExpectError", "ScopeError", "Vocabulary", "VocabularyError", "LeaseHealth"]
 
 
 
@@ -56,26 +57,33 @@ def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "a
 @at_the_edge
 def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
             require_events: bool = True, allow_quarantined: int = 0,
-            scope: Scope | None = None) -> AuditResult:
+            scope: Scope | None = None, by: Iterable[str] | None = None,
+            heartbeat_misses: int = 1) -> AuditResult:
     """Detect and explain over everything in ``store``, then keep what ``scope`` reports.
 
     The result owns ``store`` from here on (``result.close()`` closes it) and carries the
     timelines a report draws. ``allow_quarantined`` lost lines (quarantined, or ``event_id``
-    conflicts) are accepted before the verdict says ``incomplete``.
+    conflicts) are accepted before the verdict says ``incomplete``. Lease health (SPEC section 7)
+    is measured too (``result.lease_health``, its diagnostics among ``result.diagnostics``):
+    grouped by the ``attrs`` members ``by`` (None: ``tool``, ``model``, ``provider`` when present),
+    judged with ``heartbeat_misses`` as ``R`` in ``L > R*H+J``.
     """
     from .detect.timeline import excerpts
     from .explain import MAX_TIMELINE_EVENTS, drawn_keys
+    from .health import check_options, lease_health
     from .result import narrow
 
+    by = check_options(by, heartbeat_misses)  # a bad option fails before any work
     summary = store.input_summary()
     if require_events:
         check_events(summary)
     found = detect_and_explain(store)
+    health = lease_health(store.con, by, heartbeat_misses)
     result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
                          findings=found.findings, incidents=found.incidents,
-                         diagnostics=with_conflicts(found.diagnostics, store.id_conflicts()),
+                         diagnostics=with_conflicts(found.diagnostics, store.id_conflicts() + list(health.diagnostics)),
                          fail_on=Grade(fail_on), session=AuditSession(store),
-                         allow_quarantined=allow_quarantined)
+                         allow_quarantined=allow_quarantined, lease_health=health)
     result = narrow(result, scope)
     result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
@@ -138,11 +146,13 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
           keep_payloads: bool = False, progress: Progress | None = None,
           allow_quarantined: int = 0, scope: Scope | None = None,
           vocabulary: Vocabulary | str | os.PathLike | None = None,
-          limits: Limits | None = None) -> AuditResult:
+          limits: Limits | None = None, by: Iterable[str] | None = None,
+          heartbeat_misses: int = 1) -> AuditResult:
     """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
 
     ``vocabulary`` maps a team's own kind and field names onto the contract: a ``Vocabulary`` or
-    the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used).
+    the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used). ``by`` and
+    ``heartbeat_misses`` are lease health's ``--by`` and ``--heartbeat-misses`` (see ``analyze``).
     Blocking; returns an ``AuditResult`` whose store stays open for ``events_frame()`` and
     ``timeline()`` until ``close()``; use it as ``with audit(...) as result:`` to close it.
     Raises an ``AuditorError`` when the audit cannot run: ``NoEvents``, ``InputError``
@@ -150,10 +160,14 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    from .health import check_options
+
+    check_options(by, heartbeat_misses)  # before the input is read
     store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
     try:
         ingest_paths(paths, store, fmt, progress, idempotent=db is not None, limits=limits)
-        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
+                       heartbeat_misses=heartbeat_misses)
     except BaseException:
         store.close()
         raise
@@ -163,16 +177,18 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
 def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
            allow_quarantined: int = 0, scope: Scope | None = None,
            lock_timeout: float = 0.0,
-           vocabulary: Vocabulary | str | os.PathLike | None = None) -> AuditResult:
+           vocabulary: Vocabulary | str | os.PathLike | None = None,
+           by: Iterable[str] | None = None, heartbeat_misses: int = 1) -> AuditResult:
     """Re-run detection over a persistent store written by ``ingest`` or the span processor.
 
     The store is opened read-only: another user's store, or a CI artifact, can be reported on.
     ``vocabulary`` is checked (``VocabularyError``) but changes nothing: it applies when lines are
-    ingested, and the store holds them normalized."""
+    ingested, and the store holds them normalized. ``by`` and ``heartbeat_misses``: see ``analyze``."""
     check_store(db)
     store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary, read_only=True)
     try:
-        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope)
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
+                       heartbeat_misses=heartbeat_misses)
     except BaseException:
         store.close()
         raise

@@ -68,6 +68,12 @@ KEEP = typer.Option(False, "--keep-payloads",
                     help="Keep payload-like attrs (prompt, input, output, ...) instead of their SHA-256.")
 WAIT = typer.Option(0.0, "--wait", metavar="SECONDS",
                     help="Seconds to wait for another process holding the --db file.")
+BY = typer.Option(None, "--by", metavar="ATTR",
+                 help="Group lease health by this attrs member; repeatable (default: tool, model and "
+                      "provider, those the log carries).")
+HEARTBEAT_MISSES = typer.Option(1, "--heartbeat-misses", metavar="R", min=0,
+                                help="Heartbeats one is willing to miss: R in the lease timing rule "
+                                     "L > R*H+J (lease above R heartbeat periods plus jitter).")
 MAP = typer.Option(None, "--map", metavar="FILE",
                    help="Vocabulary file (TOML): your kind and field names onto the contract, e.g. "
                         '[kinds] result_committed = "effect_committed".')
@@ -307,12 +313,23 @@ class Reporting:
     allow_quarantined: int
     scope: Scope
     quiet: bool
+    by: Optional[tuple[str, ...]] = None  # lease health's dimensions; None: the defaults
+    heartbeat_misses: int = 1
 
     @classmethod
     def parse(cls, json_out, html, junit, markdown, fail_on, expect, allow_quarantined, key,
-              keys_from, since, until, quiet) -> "Reporting":
+              keys_from, since, until, quiet, by, heartbeat_misses) -> "Reporting":
+        from .health import check_options
+
+        with errors():
+            by = check_options(by or None, heartbeat_misses)
         return cls(Outputs(json_out, html, junit, markdown), grade(fail_on), expect, expected_of(expect),
-                   allow_quarantined, scope_of(key, keys_from, since, until), quiet)
+                   allow_quarantined, scope_of(key, keys_from, since, until), quiet, by, heartbeat_misses)
+
+    @property
+    def lease(self) -> dict:
+        """The library's lease health arguments."""
+        return {"by": self.by, "heartbeat_misses": self.heartbeat_misses}
 
     def finish(self, result, inputs: list[str]) -> typer.Exit:
         """Render, compare with --expect when given, and return the exit for the verdict."""
@@ -336,6 +353,7 @@ REPORTING = [
     ("fail_on", str, FAIL_ON), ("expect", Optional[Path], EXPECT), ("allow_quarantined", int, ALLOW),
     ("key", Optional[list[str]], KEYS), ("keys_from", Optional[Path], KEYS_FROM),
     ("since", Optional[str], SINCE), ("until", Optional[str], UNTIL), ("quiet", bool, QUIET),
+    ("by", Optional[list[str]], BY), ("heartbeat_misses", int, HEARTBEAT_MISSES),
 ]
 
 
@@ -393,13 +411,14 @@ def audit(
 
             result = spark_audit(paths, fmt=fmt, fail_on=rep.fail_on, keep_payloads=keep_payloads,
                                  vocabulary=vocabulary, master=spark_master,
-                                 allow_quarantined=rep.allow_quarantined, scope=rep.scope)
+                                 allow_quarantined=rep.allow_quarantined, scope=rep.scope, **rep.lease)
         else:
             store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
             with progress_bar(paths, rep.quiet) as progress:
                 ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
             with step(paths, "detecting", rep.quiet):
-                result = analyze(store, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope)
+                result = analyze(store, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
+                                 **rep.lease)
     raise rep.finish(result, paths)
 
 
@@ -452,7 +471,7 @@ def report(
         check_store(db)
         with step([str(db)], "detecting", rep.quiet):
             result = report_db(db, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
-                               lock_timeout=wait, vocabulary=vocabulary)
+                               lock_timeout=wait, vocabulary=vocabulary, **rep.lease)
     raise rep.finish(result, [str(db)])
 
 
@@ -468,15 +487,27 @@ def simulate(
     mandates: str = typer.Option("none", "--mandates", metavar="KIND",
                                  help="Runs hold mandates that expire or are revoked during preemptions, behind a "
                                       "gateway that checks them (checked) or not (unchecked); none: no mandates."),
+    lease_s: Optional[float] = typer.Option(
+        None, "--lease-s", metavar="S", help="Heartbeat-driven leases of this many seconds instead of injected "
+                                "preemptions: a lease too short for the heartbeat rhythm revokes live workers."),
+    heartbeat_s: float = typer.Option(30.0, "--heartbeat-s", metavar="S", help="With --lease-s: the heartbeat period H."),
+    jitter_s: float = typer.Option(20.0, "--jitter-s", metavar="S", help="With --lease-s: a heartbeat's extra delay, up to J."),
+    missed: float = typer.Option(0.0, "--missed-heartbeats", metavar="SHARE",
+                                 help="With --lease-s: the share of heartbeats that never arrive (0 to 1)."),
 ) -> None:
     """Simulate preemptions against a tool gateway and write the log with its ground truth."""
-    from .simulate import SimulateError, run_cli
+    from .simulate import LeaseTiming, SimulateError, run_cli
 
     mode = choice("--mode", mode, MODES, "a mode")
+    try:
+        lease = None if lease_s is None else LeaseTiming(
+            round(lease_s * 1000), round(heartbeat_s * 1000), round(jitter_s * 1000), missed)
+    except SimulateError as e:
+        raise fail(f"--lease-s/--heartbeat-s/--jitter-s/--missed-heartbeats: {e}") from None
     check_outputs([("--out", out)] + ([("--expect-out", expect_out)] if expect_out else []), [])
     with errors():
         try:
-            typer.echo(run_cli(runs, seed, mode, out, expect_out, mandates))
+            typer.echo(run_cli(runs, seed, mode, out, expect_out, lease, mandates))
         except SimulateError as e:
             raise fail(f"{'--mandates' if 'mandates' in str(e) else '--mode'}: {e}") from None
 

@@ -65,7 +65,8 @@ _GRADE_ORDER = list(Grade)
 
 
 class DiagnosticKind(StrEnum):
-    """Diagnostics rank below every grade and never fail an audit by default."""
+    """Diagnostics rank below every grade and never fail an audit by default: those of SPEC
+    section 3, then lease health's (section 7), which say whether the lease configuration is safe."""
 
     EPOCH_REGRESSION = "epoch_regression"
     UNACQUIRED_EPOCH = "unacquired_epoch"
@@ -73,6 +74,10 @@ class DiagnosticKind(StrEnum):
     EVENT_ID_CONFLICT = "event_id_conflict"
     UNGRANTED_AUTHORITY = "ungranted_authority"
     REVALIDATION_RETRY = "revalidation_retry"
+    LEASE_TIMING_RISK = "lease_timing_risk"
+    LATE_EXTENSION = "late_extension"
+    TAKEOVER_BEFORE_EXPIRY = "takeover_before_expiry"
+    EFFECT_AFTER_LEASE_EXPIRY = "effect_after_lease_expiry"
 
 
 class Outcome(StrEnum):
@@ -226,12 +231,22 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
+    """One diagnostic at one event (``seq`` is its position in the key's order).
+
+    Lease health's diagnostics also carry ``group``, the dimension group of their key
+    (``{"tool": "browser"}``; ``{}`` without dimensions), and ``numbers``, the figures the detail
+    states (seconds, ``R``, epochs). A ``lease_timing_risk`` concerns a whole group: it points at
+    the event that granted the group's shortest lease. The others leave both None.
+    """
+
     id: str
     kind: DiagnosticKind
     workflow_key: str
     seq: int | None
     epoch: int | None
     detail: str
+    group: dict[str, str | None] | None = None
+    numbers: dict[str, float | int | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _fields(self)

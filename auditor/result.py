@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ResultClosed
 from .scope import ScopeError
+from .health import EMPTY as NO_LEASE_HEALTH, LeaseHealth
 from .model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
                     QuarantinedLine, SkippedPath, Verdict)
 
@@ -90,6 +91,8 @@ class AuditResult:
     allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
     scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
     engine: str = "duckdb"  # what produced it: "duckdb" (one machine) or "spark" (auditor.spark)
+    #: SPEC section 7: lease metrics per group and key (its diagnostics are in ``diagnostics``)
+    lease_health: LeaseHealth = NO_LEASE_HEALTH
     #: the timelines a report draws (see ``explain.timeline_keys``), by workflow key
     timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
@@ -175,6 +178,7 @@ class AuditResult:
             "ordering": self.ordering,
             "input": asdict(self.input),
             "summary": self.summary(),
+            "lease_health": self.lease_health.to_dict(),
             "incidents": (i.to_dict() for i in self.incidents),
             "findings": (f.to_dict() for f in self.findings),
             "diagnostics": (d.to_dict() for d in self.diagnostics),
@@ -210,7 +214,11 @@ class AuditResult:
 
 def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
     """``result`` with only what ``scope`` reports: matching findings, the incidents that keep at
-    least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run."""
+    least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run.
+
+    Lease health keeps the rows of matching keys and the groups they belong to, with the group's
+    figures over all of its keys (a lease configuration is judged on all the evidence, as
+    detection is); a group's ``lease_timing_risk`` stays with its group, whatever the window."""
     if scope is None or not scope.narrows:
         return result
     workflows = [w for w in result.workflows if scope.key_matches(w.workflow_key)]
@@ -220,10 +228,22 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
                          f"{len(result.workflows):,} workflow keys (e.g. {sample})")
     findings = [f for f in result.findings if scope.finding_matches(f)]
     kept = {f.incident_id for f in findings}
+    health = result.lease_health
+    keys = tuple(k for k in health.keys if scope.key_matches(k.workflow_key))
+    groups = {k.group for k in keys}
+    health = dataclasses.replace(health, keys=keys, groups=tuple(g for g in health.groups if g.group in groups),
+                                 diagnostics=tuple(d for d in health.diagnostics if _keeps(scope, d, groups)))
     return dataclasses.replace(
         result,
         findings=findings,
         incidents=[i for i in result.incidents if i.id in kept],
-        diagnostics=[d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT
-                     or (scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None))],
-        workflows=workflows, scope=scope)
+        diagnostics=[d for d in result.diagnostics if _keeps(scope, d, groups)],
+        workflows=workflows, scope=scope, lease_health=health)
+
+
+def _keeps(scope: "Scope", d: Diagnostic, groups: set) -> bool:
+    if d.kind == DiagnosticKind.EVENT_ID_CONFLICT:
+        return True
+    if d.kind == DiagnosticKind.LEASE_TIMING_RISK:
+        return tuple(d.group.items()) in groups
+    return scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None)

@@ -63,13 +63,16 @@ def payments_unfenced_200() -> str:
         return render_html(audit(name))
 
 
-def authority_refund() -> str:
-    """Seed 004's refund under an expired mandate, beside one in time and a key without mandates."""
-    from auditor import audit
-    from auditor.render.html import render_html
+def _fixture_report(stem: str) -> Callable[[], str]:
+    def render() -> str:
+        from auditor import audit
+        from auditor.render.html import render_html
 
-    with contextlib.chdir(ROOT):
-        return render_html(audit("fixtures/authority_expired_refund.jsonl"))
+        with contextlib.chdir(ROOT):
+            return render_html(audit(f"fixtures/{stem}.jsonl"))
+
+    render.__doc__ = f"The HTML report of fixtures/{stem}.jsonl."
+    return render
 
 
 EXAMPLES: dict[str, Callable[[], str]] = {
@@ -77,7 +80,12 @@ EXAMPLES: dict[str, Callable[[], str]] = {
     "seed_split_brain.md": seed_split_brain_markdown,
     "seed_split_brain.junit.xml": seed_split_brain_junit,
     "payments_unfenced_200.html": payments_unfenced_200,
-    "authority_refund.html": authority_refund,
+    # Seed 004's refund under an expired mandate: the mandate's lifetime on the timeline.
+    "authority_refund.html": _fixture_report("authority_expired_refund"),
+    # Seed 000's pause test: the expired lease, the heartbeat age at the takeover, the stale tool call.
+    "w1_w2_pause_expired_lease.html": _fixture_report("w1_w2_pause_expired_lease"),
+    # Seed 000's timing rule: a 35 s lease at risk against 30 s heartbeats with 20 s of jitter, 90 s safe.
+    "lease_timing_35s_vs_90s.html": _fixture_report("lease_timing_35s_vs_90s"),
 }
 
 

@@ -38,6 +38,8 @@ def test_fixture_findings(expected):
         assert diags == _sorted(want["diagnostics"])
     if "quarantine" in want:
         assert [[q.line, q.reason] for q in result.input.quarantine] == want["quarantine"]
+    if "lease_health" in want:  # SPEC section 7: every metric of every group and key, whole
+        assert result.lease_health.to_dict() == want["lease_health"]
 
 
 def test_every_rule_has_a_fixture():
@@ -45,4 +47,5 @@ def test_every_rule_has_a_fixture():
     assert {"seed_split_brain", "clean_handover", "buffered_late_arrival", "rejected_attempt",
             "stale_attempt_unknown_outcome", "zombie_reexecution_double_commit",
             "same_epoch_idempotent_retry", "epoch_regression", "unacquired_epoch",
-            "ordering_conflict", "job_log_aliases"} <= names
+            "ordering_conflict", "job_log_aliases", "lease_timing_35s_vs_90s", "w1_w2_pause_expired_lease",
+            "lease_boundary_early_reclaim"} <= names

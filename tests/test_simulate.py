@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from auditor.simulate import (
     CHARGE_CENTS,
     DANGEROUS,
     Injection,
+    LeaseTiming,
     Mode,
     SimulateError,
     generate_log,
@@ -354,3 +356,89 @@ def test_simulate_cli_mandates(tmp_path):
     bad = run_cli("simulate", "--mandates", "sometimes", "--out", str(out))
     assert (bad.returncode, bad.stderr.decode().strip()) == (
         2, "Error: --mandates: mandates 'sometimes' is not one of none, checked, unchecked")
+
+
+# Heartbeat-driven leases (seed 000): a lease too short for its heartbeat rhythm revokes workers that
+# are still running; a safe one does not. The auditor's lease health sees the same revocations.
+
+SHORT, SAFE = LeaseTiming(35_000, 30_000, 20_000), LeaseTiming(90_000, 30_000, 20_000)
+
+
+@pytest.fixture(scope="module")
+def lease_sims():
+    return {"35 s": simulate(60, SEED, "fenced", SHORT), "90 s": simulate(60, SEED, "fenced", SAFE),
+            "90 s, 30% lost": simulate(60, SEED, "fenced", LeaseTiming(90_000, 30_000, 20_000, 0.3))}
+
+
+def _heartbeats(sim):
+    return Counter((ev.get("heartbeat"), ev.get("reason")) for ev in sim.events if "heartbeat" in ev)
+
+
+def test_a_short_lease_revokes_live_workers_and_a_safe_one_does_not(lease_sims):
+    short, safe, lossy = lease_sims["35 s"], lease_sims["90 s"], lease_sims["90 s, 30% lost"]
+    assert (short.revoked_live, safe.revoked_live, lossy.revoked_live) == (39, 0, 10)
+    acquisitions = [sum(ev["kind"] == "lease_acquired" for ev in s.events) for s in (short, safe, lossy)]
+    assert acquisitions == [60 + 39, 60, 60 + 10]  # one owner per run, plus one per revocation
+    assert (short.injected, safe.injected) == ({}, {})  # nothing injected: the timing alone revokes
+    # A heartbeat that comes after the lease ran out is refused (zero rows updated).
+    assert _heartbeats(short) == {("ok", None): 319, ("lost", "zero_rows"): 39}
+    assert _heartbeats(safe) == {("ok", None): 261}
+    assert _heartbeats(lossy) == {("ok", None): 199, ("lost", "timeout"): 90, ("lost", "zero_rows"): 5}
+    # Every grant and extension is lease_ms from its own ts.
+    for sim, lease in ((short, SHORT), (safe, SAFE)):
+        granted = {(datetime.fromisoformat(ev["lease_until"]) - datetime.fromisoformat(ev["ts"])).total_seconds()
+                   for ev in sim.events if "lease_until" in ev}
+        assert granted == {lease.lease_ms / 1000}
+    assert (short.truth_counts(), safe.truth_counts()) == ({"stale_activity": 75, "rejected_attempt": 39}, {})
+    assert short.double_applies == short.stale_commits == 0  # the fence held
+
+
+def test_lease_timing_is_deterministic(lease_sims):
+    assert simulate(60, SEED, "fenced", SHORT).events == lease_sims["35 s"].events
+
+
+@pytest.mark.parametrize("name, expired, reclaims, failures, diagnostics", [
+    ("35 s", 39, 25, 39, {"late_extension": 319, "effect_after_lease_expiry": 39}),
+    ("90 s", 0, 0, 0, {}),
+    ("90 s, 30% lost", 10, 10, 95, {"late_extension": 43, "effect_after_lease_expiry": 11}),
+])
+def test_lease_health_sees_the_simulated_revocations(lease_sims, tmp_path, name, expired, reclaims, failures,
+                                                     diagnostics):
+    from auditor import audit
+
+    sim = lease_sims[name]
+    sim.write(tmp_path / "lease.jsonl")
+    with audit(tmp_path / "lease.jsonl") as result:
+        assert result.expected_triples() == set(sim.truth)
+        groups = result.lease_health.groups
+        assert sorted(g.label for g in groups) == ["tool=browser", "tool=code", "tool=search"]
+        assert [sum(getattr(g.metrics, m) for g in groups) for m in ("expired_leases", "reclaims",
+                                                                     "extension_failures")] == [
+            expired, reclaims, failures]
+        assert expired == sim.revoked_live  # every takeover was the sweep of an expired lease
+        assert dict(Counter(d.kind.value for d in result.diagnostics)) == diagnostics
+        assert all(g.metrics.lease_min == sim.lease.lease_ms / 1000 for g in groups)
+
+
+def test_lease_options_on_the_command_line(tmp_path):
+    from .conftest import run_cli as cli
+
+    lines = {}
+    for lease in ("35", "90"):
+        p = cli("simulate", "--runs", "60", "--seed", str(SEED), "--lease-s", lease, "--out", str(tmp_path / f"{lease}.jsonl"))
+        assert p.returncode == 0, p.stderr
+        lines[lease] = p.stdout.decode().splitlines()[1]
+    assert lines == {
+        "35": "leases: 35 s, heartbeat every 30 s + up to 20 s of delay, 0% of heartbeats lost; "
+              "workers revoked while still running: 39",
+        "90": "leases: 90 s, heartbeat every 30 s + up to 20 s of delay, 0% of heartbeats lost; "
+              "workers revoked while still running: 0"}
+    p = cli("simulate", "--lease-s", "0", "--out", str(tmp_path / "no.jsonl"))
+    assert (p.returncode, p.stderr.decode().strip()) == (
+        2, "Error: --lease-s/--heartbeat-s/--jitter-s/--missed-heartbeats: lease and heartbeat period must be "
+           "positive, jitter 0 or more")
+    p = cli("simulate", "--lease-s", "90", "--missed-heartbeats", "1", "--out", str(tmp_path / "no.jsonl"))
+    assert (p.returncode, p.stderr.decode().strip()) == (
+        2, "Error: --lease-s/--heartbeat-s/--jitter-s/--missed-heartbeats: missed heartbeat share is 1.0, "
+           "expected 0 <= share < 1")
+    assert not (tmp_path / "no.jsonl").exists()

@@ -469,8 +469,9 @@ _CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line"
 
 
 def _same(a: Event, b: Event) -> bool:
-    """The same event written twice (its provenance aside): a duplicate, not a conflict."""
-    return all(getattr(a, name) == getattr(b, name) for name in _CONTENT)
+    """The same event written twice (its provenance aside): a duplicate, not a conflict. A
+    ``LiveEvent`` has none of the optional fields of sections 7 and 8: they are None there."""
+    return all(getattr(a, name, None) == getattr(b, name, None) for name in _CONTENT)
 
 
 def _place(e: Event) -> tuple[int, int]:

@@ -24,13 +24,14 @@ import threading
 import time
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.util._once import Once
 
 from ..detect.live import LiveDetector, LiveEvent
+from ..health_live import LeaseWatch
 from ..model import Confidence, Event, Finding, Owner
 from ..rules import confidence as rule_confidence
 from ..vocabulary import DEFAULT, Vocabulary, vocabulary_of
@@ -69,6 +70,14 @@ class LiveAudit:
     already alerted the latest ``max_findings`` ids. Events are held up to
     ``reorder_window_millis`` to put them in seq order; one arriving later than that is still
     audited (``detector.late_events``), and the store's batch report is the final word.
+
+    Lease health (SPEC section 7) is exported on the same meter: ``auditor.lease.remaining`` and
+    ``auditor.heartbeat.age`` (histograms, seconds), ``auditor.lease.expired``,
+    ``auditor.lease.extension_failures`` and ``auditor.lease.reclaims``, with the key's
+    ``lease_by`` dimensions (default ``tool``, ``model``, ``provider``, those its attrs carry) as
+    attributes. Only keys that show lease evidence (``lease_until`` or ``heartbeat``) are followed,
+    from that evidence on (``health_live.LeaseWatch``, at most ``max_workflow_keys`` of them): other
+    events cost one dictionary lookup per key and batch.
     """
 
     def __init__(self, on_finding: FindingCallback | None = None, *, meter_provider=None,
@@ -77,9 +86,11 @@ class LiveAudit:
                  persist_interval_millis: float = 1000.0, max_workflow_keys: int = 100_000,
                  max_findings: int = 10_000, source_name: str | None = None,
                  logger: logging.Logger | None = None,
-                 vocabulary: Vocabulary | str | os.PathLike | None = None) -> None:
+                 vocabulary: Vocabulary | str | os.PathLike | None = None,
+                 lease_by: Iterable[str] | None = None) -> None:
         if max_queue_size <= 0:
             raise ValueError("max_queue_size must be a positive integer")
+        self._lease_by = None if lease_by is None else tuple(lease_by)
         self._on_finding = on_finding
         self._vocabulary = vocabulary_of(vocabulary)  # a bad --map file raises here, not in a hook
         self._typed = self._vocabulary is DEFAULT  # the typed shortcuts know only the SPEC's own names
@@ -96,6 +107,7 @@ class LiveAudit:
         self._max_keys = max_workflow_keys
         self._max_findings = max_findings
         self.detector = LiveDetector(max_workflow_keys)
+        self.lease = LeaseWatch(self._lease_by, max_workflow_keys)
         self.dropped_spans = 0        # queue full
         self.dropped_after_shutdown = 0
         self.unmapped = 0             # records the mapping could not turn into events
@@ -147,6 +159,7 @@ class LiveAudit:
     def _at_fork_reinit(self) -> None:
         # The child starts from a fresh detector: the parent keeps (and reports) its own state.
         self.detector = LiveDetector(self._max_keys)
+        self.lease = LeaseWatch(self._lease_by, self._max_keys)
         self.findings = deque(maxlen=self._max_findings)
         self._init_state()
 
@@ -297,6 +310,8 @@ class LiveAudit:
 
     def _admit_event(self, event: Event, now: float) -> None:
         """Hold ``event`` in its key's reorder heap (seq order) until the window passes."""
+        if LeaseWatch.evidence(event):
+            self.lease.track(event.workflow_key)
         if event.attrs is not None and event.attrs.get("otel.capped"):
             self._lower((event.workflow_key, event.seq), Confidence.MEDIUM)
         heap = self._pending.get(event.workflow_key)
@@ -313,6 +328,8 @@ class LiveAudit:
         event = (event._replace(seq=last + 1, observed=True) if isinstance(event, LiveEvent)
                  else dataclasses.replace(event, seq=last + 1, observed=True))
         self._lower((key, event.seq), Confidence.LOW)
+        if LeaseWatch.evidence(event):
+            self.lease.track(key)
         self._feed(event)  # arrival order is the order: nothing to wait for
 
     def _lower(self, where: tuple[str, int], confidence: Confidence) -> None:
@@ -330,8 +347,12 @@ class LiveAudit:
         feed = self.detector.feed
         pending = self._pending
         pop = heapq.heappop
+        watched = self.lease.keys
         for k in list(pending):
             heap = pending[k]
+            if k in watched:  # lease evidence: one lookup per key and batch, none per event
+                while heap and (flush or heap[0][3] <= horizon):
+                    self._feed(pop(heap)[4])
             while heap and (flush or heap[0][3] <= horizon):
                 found = feed(pop(heap)[4])
                 if found:
@@ -340,6 +361,11 @@ class LiveAudit:
                 del pending[k]
 
     def _feed(self, event: Event) -> None:
+        if event.workflow_key in self.lease.keys:
+            st = self.detector._keys.get(event.workflow_key)  # noqa: SLF001 - same package, read-only
+            measured = self.lease.feed(event, None if st is None else st.max_epoch)
+            if measured:
+                self._metrics.lease(measured)
         found = self.detector.feed(event)
         if found:
             self._report(found)

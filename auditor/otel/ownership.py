@@ -30,18 +30,27 @@ SINK = "ownership.sink"
 SINK_RESULT = "ownership.sink_result"
 REPORTER = "ownership.reporter"
 STEP_ID = "ownership.step_id"
+LEASE_UNTIL = "ownership.lease_until"
+HEARTBEAT = "ownership.heartbeat"
+REASON = "ownership.reason"
 
 __all__ = ["WORKFLOW_KEY", "EPOCH", "WORKER", "EVENT", "SEQ", "EFFECT_KEY", "SINK", "SINK_RESULT", "REPORTER",
-           "STEP_ID", "attributes", "record", "record_progress", "record_effect", "Lease"]
+           "STEP_ID", "LEASE_UNTIL", "HEARTBEAT", "REASON", "attributes", "record", "record_progress",
+           "record_effect", "Lease"]
 
 _FIELDS = {"workflow_key": WORKFLOW_KEY, "epoch": EPOCH, "worker": WORKER, "seq": SEQ, "effect_key": EFFECT_KEY,
-           "sink": SINK, "sink_result": SINK_RESULT, "reporter": REPORTER, "step_id": STEP_ID}
+           "sink": SINK, "sink_result": SINK_RESULT, "reporter": REPORTER, "step_id": STEP_ID,
+           "lease_until": LEASE_UNTIL, "heartbeat": HEARTBEAT, "reason": REASON}
 
 
-def attributes(workflow_key: str, epoch: int | None = None, **fields: Any) -> dict[str, Any]:
+def attributes(workflow_key: str, epoch: int | None = None, *, attrs: dict[str, Any] | None = None,
+               **fields: Any) -> dict[str, Any]:
     """The ``ownership.*`` attributes of one piece of evidence; None values are left out.
-    ``fields`` are canonical field names (``seq``, ``worker``, ``effect_key``, ``sink``...)."""
-    out = {WORKFLOW_KEY: workflow_key}
+    ``fields`` are canonical field names (``seq``, ``worker``, ``effect_key``, ``lease_until`` as
+    RFC 3339 text, ``heartbeat``...); ``attrs`` are other attributes kept beside them (lease
+    health's dimensions: ``{"tool": "browser"}``)."""
+    out = dict(attrs or ())
+    out[WORKFLOW_KEY] = workflow_key
     if epoch is not None:
         out[EPOCH] = epoch
     for name, value in fields.items():
@@ -65,16 +74,17 @@ def _default_logger():
 
 
 def record(kind: str, workflow_key: str, epoch: int | None = None, *, span: Any = None, logger: Any = None,
-           **fields: Any) -> None:
+           attrs: dict[str, Any] | None = None, **fields: Any) -> None:
     """Record one ``kind`` of evidence (``lease_acquired``, ``progress``, ``effect_attempted``,
     ``effect_committed``, ``outcome_verified``): a log record on ``logger`` (default: the global
     LoggerProvider's ``auditor.ownership`` logger), or a span event on ``span`` when given.
-    Never blocks on I/O: the SDK's processors batch."""
-    attrs = attributes(workflow_key, epoch, **fields)
+    ``attrs`` are kept beside the ``ownership.*`` attributes. Never blocks on I/O: the SDK's
+    processors batch."""
+    evidence = attributes(workflow_key, epoch, attrs=attrs, **fields)
     if span is not None:
-        span.add_event(PREFIX + kind, attrs)
+        span.add_event(PREFIX + kind, evidence)
         return
-    (logger or _default_logger()).emit(event_name=PREFIX + kind, attributes=attrs)
+    (logger or _default_logger()).emit(event_name=PREFIX + kind, attributes=evidence)
 
 
 def record_progress(span: Any, workflow_key: str, epoch: int, **fields: Any) -> None:
@@ -91,24 +101,35 @@ def record_effect(span: Any, workflow_key: str, epoch: int, effect_key: str, *, 
 
 
 class Lease:
-    """One owner's evidence for one workflow key: the key, epoch and worker given once.
+    """One owner's evidence for one workflow key: the key, epoch and worker given once, and the
+    ``attrs`` every event carries (lease health's dimensions, e.g. ``{"tool": "browser"}``).
 
     Each method records one event as a log record (or on ``span``); ``seq`` is the authoritative
     order (the coordination store's revision, the sink's sequence), never a worker clock.
     """
 
     def __init__(self, workflow_key: str, epoch: int, worker: str | None = None, *, span: Any = None,
-                 logger: Any = None) -> None:
+                 logger: Any = None, attrs: dict[str, Any] | None = None) -> None:
         self.workflow_key, self.epoch, self.worker, self.span, self.logger = workflow_key, epoch, worker, span, logger
+        self.attrs = attrs
 
     def _record(self, kind: str, **fields: Any) -> None:
-        record(kind, self.workflow_key, self.epoch, span=self.span, logger=self.logger, worker=self.worker, **fields)
+        record(kind, self.workflow_key, self.epoch, span=self.span, logger=self.logger, worker=self.worker,
+               attrs=self.attrs, **fields)
 
     def acquired(self, seq: int | None = None, **fields: Any) -> None:
+        """The claim; pass ``lease_until`` (RFC 3339) for the expiry the coordinator granted."""
         self._record("lease_acquired", seq=seq, **fields)
 
     def progress(self, seq: int | None = None, **fields: Any) -> None:
         self._record("progress", seq=seq, **fields)
+
+    def heartbeat(self, seq: int | None = None, *, ok: bool = True, lease_until: str | None = None,
+                  reason: str | None = None, **fields: Any) -> None:
+        """A heartbeat: ``ok`` with the extended ``lease_until``, or lost (``ok=False``) with its
+        ``reason`` (``zero_rows``: the lease was no longer ours; ``timeout``)."""
+        self._record("progress", seq=seq, heartbeat="ok" if ok else "lost", lease_until=lease_until,
+                     reason=reason, **fields)
 
     def attempted(self, effect_key: str, seq: int | None = None, **fields: Any) -> None:
         self._record("effect_attempted", effect_key=effect_key, seq=seq, **fields)

@@ -36,6 +36,9 @@ def write_json(result: AuditResult, out: IO[str]) -> None:
     out.write("{")
     for n, (key, value) in enumerate(result.document().items()):
         out.write(("," if n else "") + f"\n  {json.dumps(key)}: ")
+        if key == "lease_health":
+            _write_section(value, out)
+            continue
         if key not in LISTS:
             out.write(json.dumps(value, indent=2, ensure_ascii=False, default=_default).replace("\n", "\n  "))
             continue
@@ -45,3 +48,18 @@ def write_json(result: AuditResult, out: IO[str]) -> None:
             first = False
         out.write("[]" if first else "\n  ]")
     out.write("\n}\n")
+
+
+def _write_section(section: dict[str, Any], out: IO[str]) -> None:
+    """A section whose lists hold records (``lease_health``: groups, keys): the envelope indented,
+    each record on one line of compact JSON, as the document's long lists are written."""
+    out.write("{")
+    for n, (key, value) in enumerate(section.items()):
+        out.write(("," if n else "") + f"\n    {json.dumps(key)}: ")
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            out.write("[\n      " + ",\n      ".join(
+                json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=_default) for v in value)
+                + "\n    ]")
+        else:
+            out.write(json.dumps(value, ensure_ascii=False, default=_default))
+    out.write("\n  }" if section else "}")

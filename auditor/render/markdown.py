@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import re
 
-from ..model import Confidence, Grade, Incident, Verdict
+from ..model import Confidence, DiagnosticKind, Grade, Incident, Verdict
 from ..result import AuditResult
 from . import visible
-from .words import (CONFIDENCE, actions, effects, freshness, lost_head, lost_items, num,
-                    plural, seqs, stale_window, verification)
+from .words import (CONFIDENCE, LEASE_COLUMNS, actions, effects, freshness, lease_head, lease_row, lost_head,
+                    lost_items, num, plural, seqs, stale_window, verification)
 
 MAX_TABLE = 100  # incidents in the table (a step summary is limited to 1 MiB)
 MAX_DETAILED = 20  # incidents with their witness and actions
 MAX_LOST = 10
+MAX_LEASE_GROUPS = 20  # the riskiest lease groups in the table
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 
 
@@ -65,6 +66,7 @@ def render_markdown(result: AuditResult) -> str:
     out += [f"| {g.value} | {num(s['findings'].get(g.value, 0))} |" for g in reversed(Grade)]
     out.append("")
 
+    out += _lease_health(result)
     ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_seq))
     out += ["## Incidents, most severe first", ""]
     if not ranked:
@@ -87,6 +89,27 @@ def render_markdown(result: AuditResult) -> str:
     levels = [c for c in Confidence if any(i.confidence is c for i in ranked[:MAX_TABLE])]
     out += ["Confidence:", ""] + [f"- **{c.value}**: {CONFIDENCE[c]}." for c in levels] + [""]
     return "\n".join(out)
+
+
+def _lease_health(result: AuditResult) -> list[str]:
+    """The riskiest lease groups as a table, then what to change for each one at risk."""
+    health = result.lease_health
+    if not health.groups:
+        return []
+    shown = health.groups[:MAX_LEASE_GROUPS]
+    head = lease_head(health, len(shown))
+    out = ["## Lease health", "", text(head[0].upper() + head[1:]) + ".", "",
+           "| " + " | ".join(text(c) for c in LEASE_COLUMNS) + " |",
+           "|---|" + "---:|" * (len(LEASE_COLUMNS) - 2) + "---|"]
+    for g in shown:
+        cells = list(lease_row(g))
+        cells[0] = f"**{cells[0]}**" if g.at_risk else cells[0]
+        cells[-1] = code(cells[-1])
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    risks = [d for d in result.diagnostics if d.kind is DiagnosticKind.LEASE_TIMING_RISK]
+    out += [f"- {text(d.detail)}" for d in risks[:MAX_LEASE_GROUPS]]
+    return out + [""] if risks else out
 
 
 def _owner(worker: str | None, epoch: int | None) -> str:

@@ -14,9 +14,10 @@ from rich.console import Console
 from rich.text import Text
 
 from . import visible
-from ..model import Confidence, Grade, Incident, Verdict
+from ..model import Confidence, DiagnosticKind, Grade, Incident, Verdict
 from ..result import AuditResult
-from .words import CONFIDENCE, actions, incident_facts, lost_head, lost_items, num, plural
+from .words import (CONFIDENCE, actions, incident_facts, lease_head, lease_row, lost_head,
+                    lost_items, num, plural)
 
 if TYPE_CHECKING:
     from ..expect import Comparison
@@ -30,6 +31,7 @@ GRADE_STYLE = {
 VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.FAIL: "bold red", Verdict.INCOMPLETE: "bold yellow"}
 MAX_INCIDENTS = 20
 MAX_QUARANTINE = 5
+MAX_LEASE_GROUPS = 5  # the riskiest groups in the summary; the JSON and HTML reports have them all
 
 
 def clean(value: object) -> str:
@@ -80,6 +82,7 @@ def summary_lines(result: AuditResult) -> list[Text]:
         for d in result.diagnostics:
             kinds[d.kind.value] = kinds.get(d.kind.value, 0) + 1
         out.append(Text("diagnostics: " + ", ".join(f"{k} {num(n)}" for k, n in sorted(kinds.items()))))
+    out.extend(lease_lines(result))
 
     ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_seq))
     if ranked:
@@ -94,6 +97,39 @@ def summary_lines(result: AuditResult) -> list[Text]:
     if levels:
         out.append(Text("confidence: " + "; ".join(f"{c.value}: {CONFIDENCE[c]}" for c in levels) + ".",
                         "dim"))
+    return out
+
+
+#: The terminal's headers for ``words.LEASE_COLUMNS``: short, so the figures fit 80 columns
+#: before the group's label.
+LEASE_HEADERS = ("rule", "L min", "R*H+J", "H", "J", "keys", "expired", "reclaims", "failed", "hb age", "group")
+
+
+def lease_lines(result: AuditResult) -> list[Text]:
+    """Lease health: the riskiest groups as an aligned table (figures first, the group's label
+    last, so 80 columns show every figure), then what to change for each group at risk; nothing
+    when no key carries lease evidence."""
+    health = result.lease_health
+    if not health.groups:
+        return []
+    shown = health.groups[:MAX_LEASE_GROUPS]
+    rows = [LEASE_HEADERS] + [tuple(clean(c) for c in lease_row(g)) for g in shown]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(LEASE_HEADERS) - 1)]
+    out = [Text(""), Text(clean(lease_head(health, len(shown))) + ":", "bold")]
+    for n, row in enumerate(rows):
+        line = Text("  ")
+        for i, cell in enumerate(row[:-1]):
+            text = cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
+            line.append(text + "  ", "bold red" if i == 0 and n and shown[n - 1].at_risk else None)
+        line.append(row[-1])
+        if n == 0:
+            line.stylize("bold")
+        out.append(line)
+    out.append(Text("  failed: extensions refused (heartbeat=lost); hb age: how old the displaced owner's "
+                    "last heartbeat was at a takeover (max)", "dim"))
+    for d in result.diagnostics:
+        if d.kind is DiagnosticKind.LEASE_TIMING_RISK:
+            out.append(Text(f"  {clean(d.detail)}", "dim"))
     return out
 
 

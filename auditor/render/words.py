@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..model import Confidence, DiagnosticKind, EffectOutcome, Incident, Outcome
 
 if TYPE_CHECKING:
+    from ..health import GroupHealth, LeaseHealth
     from ..result import AuditResult
 
 CONFIDENCE = {
@@ -120,3 +121,47 @@ def lost_items(result: "AuditResult", limit: int) -> list[str]:
     items = [f"{q.file}:{q.line}: {q.reason}" for q in result.input.quarantine[:limit]]
     conflicts = [d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT]
     return items + [f"{d.workflow_key} seq {d.seq}: {d.detail}" for d in conflicts[:limit]]
+
+
+# Lease health (SPEC section 7): one row per dimension group, the same cells in every renderer.
+
+#: Column headers of a lease health row, in ``lease_row``'s order.
+LEASE_COLUMNS = ("rule", "L min", "R*H+J", "H", "J", "keys", "expired", "reclaims", "failed extensions",
+                 "heartbeat age at takeover", "group")
+
+
+def secs(x: float | None) -> str:
+    """Seconds as measured (``35 s``, ``0.25 s``), ``-`` when unknown: lease figures are compared
+    with each other, so they keep one unit."""
+    return "-" if x is None else f"{x:g} s"
+
+
+def lease_rule(g: "GroupHealth") -> str:
+    """What the timing rule says about one group: ``AT RISK``, ``safe``, or why it cannot say."""
+    from ..health import MIN_GAPS
+
+    m = g.metrics
+    if g.at_risk:
+        return "AT RISK"
+    if m.lease_min is None:
+        return "no lease_until"
+    if m.heartbeat_gaps < MIN_GAPS:
+        return "too few gaps"
+    return "safe"
+
+
+def lease_row(g: "GroupHealth") -> tuple[str, ...]:
+    """The cells of ``LEASE_COLUMNS`` for one group (raw text: the renderer escapes it)."""
+    m = g.metrics
+    return (lease_rule(g), secs(m.lease_min), secs(g.threshold), secs(m.heartbeat_interval_median),
+            secs(m.heartbeat_jitter), num(g.keys), num(m.expired_leases), num(m.reclaims),
+            num(m.extension_failures), secs(m.heartbeat_age_at_takeover_max), g.label)
+
+
+def lease_head(health: "LeaseHealth", shown: int) -> str:
+    """``lease health (L > R*H+J, R = 1; by tool, model): 1 of 2 groups at risk``."""
+    by = ", ".join(health.by) or "no dimension"
+    risky = len(health.at_risk)
+    more = f", the {shown} riskiest shown" if shown < len(health.groups) else ""
+    return (f"lease health (rule L > R*H+J, R = {health.heartbeat_misses}; grouped by {by}): "
+            f"{num(risky)} of {plural(len(health.groups), 'group')} at risk{more}")

@@ -21,6 +21,7 @@ from .world import (
     CHARGE_CENTS,
     DANGEROUS,
     Injection,
+    LeaseTiming,
     Mandates,
     Mode,
     SimulateError,
@@ -30,7 +31,7 @@ from .world import (
 )
 
 __all__ = ["simulate", "Simulation", "run_cli", "generate_log", "GeneratedLog", "Mode", "Mandates", "Injection",
-           "DANGEROUS", "CHARGE_CENTS", "SimulateError"]
+           "DANGEROUS", "CHARGE_CENTS", "SimulateError", "LeaseTiming"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class Simulation:
     mandates: Mandates = Mandates.NONE
     unauthorized_applies: int = 0  # effects a destination applied under no valid mandate
     mandate_refusals: int = 0  # effects the gateway refused for their mandate
+    lease: LeaseTiming | None = None
+    revoked_live: int = 0  # lease timing: takeovers of an owner that was still running
 
     @property
     def injections(self) -> dict[str, int]:
@@ -82,8 +85,13 @@ class Simulation:
         Path(path).write_text(expected_json(self.truth))
 
 
-def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced", mandates: str = "none") -> Simulation:
+def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced",
+             lease: LeaseTiming | None = None, mandates: str = "none") -> Simulation:
     """Simulate ``runs`` runs, each with one injected preemption, in one gateway ``mode``.
+
+    With ``lease``, nothing is injected: leases are granted and extended by heartbeats, and the
+    coordinator reclaims a job whose lease ran out, so a lease too short for its heartbeat rhythm
+    revokes workers that are still running (``revoked_live``) and a safe one does not.
 
     Deterministic (no wall clock, one seeded ``random.Random``): the same arguments give the same
     events and truth. The injections are spread evenly over the four dangerous points (counts
@@ -93,13 +101,15 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced", mandates: str
     mode = _mode(mode)
     if runs < 1:
         raise SimulateError(f"runs is {runs}, expected at least 1")
-    injections = [DANGEROUS[i % len(DANGEROUS)] for i in range(runs)]
+    injections: list[Injection | None] = [DANGEROUS[i % len(DANGEROUS)] for i in range(runs)]
     random.Random(f"{seed}/injections").shuffle(injections)
     try:
         mandates = Mandates(mandates)
     except ValueError:
         raise SimulateError(f"mandates {mandates!r} is not one of {', '.join(m.value for m in Mandates)}") from None
-    world = World(seed, [(mode, inj) for inj in injections], mandates=mandates)
+    if lease is not None:
+        injections = [None] * runs
+    world = World(seed, [(mode, inj) for inj in injections], lease=lease, mandates=mandates)
     world.run()
     return Simulation(
         mode=mode,
@@ -117,15 +127,17 @@ def simulate(runs: int = 200, seed: int = 0, mode: str = "fenced", mandates: str
         mandates=mandates,
         unauthorized_applies=world.unauthorized_applies,
         mandate_refusals=world.mandate_refusals,
+        lease=lease,
+        revoked_live=sum(r.revoked_live for r in world.runs),
     )
 
 
 def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = None,
-            mandates: str = "none") -> str:
+            lease: LeaseTiming | None = None, mandates: str = "none") -> str:
     """The body of ``auditor simulate``: simulate, write the log (and the expected findings in the
     ``--expect`` format), and return the summary to print. Raises ``SimulateError`` for bad options
     (the CLI turns it into ``typer.BadParameter``) and ``OSError`` when a file cannot be written."""
-    sim = simulate(runs, seed, mode, mandates)
+    sim = simulate(runs, seed, mode, lease, mandates)
     sim.write(out)
     if expected is not None:
         sim.write_expected(expected)
@@ -133,7 +145,11 @@ def run_cli(runs: int, seed: int, mode: str, out: Path, expected: Path | None = 
     charged = ", ".join(f"{_dollars(c)} x{n}" for c, n in sorted(per_run.items()))
     lines = [
         f"simulated {sim.runs} runs, mode {sim.mode}, seed {sim.seed}: {len(sim.events)} events -> {out}",
-        "injected interleavings: " + ", ".join(f"{k} {v}" for k, v in sim.injections.items()),
+        ("injected interleavings: " + ", ".join(f"{k} {v}" for k, v in sim.injections.items())
+         if lease is None else
+         f"leases: {lease.lease_ms / 1000:g} s, heartbeat every {lease.heartbeat_ms / 1000:g} s "
+         f"+ up to {lease.jitter_ms / 1000:g} s of delay, {lease.miss_share:.0%} of heartbeats lost; "
+         f"workers revoked while still running: {sim.revoked_live}"),
         f"bank: net charge per run {charged}",
         f"sinks: double applies {sim.double_applies}, stale commits {sim.stale_commits}, "
         f"rejected attempts {sim.rejected_attempts}, replays of a stable key {sim.replays}",

@@ -72,6 +72,32 @@ T0 = datetime(2026, 9, 6, 2, 0, tzinfo=UTC)
 EPOCH_STRIDE = 64  # epochs of one run stay below base + this (generate_log chains runs on a key)
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseTiming:
+    """Heartbeat-driven leases (seed 000): the coordinator grants ``lease_ms`` at each claim and
+    each successful heartbeat, and reclaims the job once ``lease_until`` has passed; the owner
+    heartbeats every ``heartbeat_ms`` (within half a second), one heartbeat in ``LATE_ONE_IN`` is
+    late by up to ``jitter_ms`` (GC, a busy event loop), and ``miss_share`` of them never arrive. A lease shorter than
+    ``misses * H + J`` lets an ordinary delay revoke a worker that is still running."""
+
+    lease_ms: int
+    heartbeat_ms: int
+    jitter_ms: int
+    miss_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.lease_ms <= 0 or self.heartbeat_ms <= 0 or self.jitter_ms < 0:
+            raise SimulateError("lease and heartbeat period must be positive, jitter 0 or more")
+        if not 0.0 <= self.miss_share < 1.0:
+            raise SimulateError(f"missed heartbeat share is {self.miss_share}, expected 0 <= share < 1")
+
+
+#: One heartbeat in this many is delayed by up to the jitter; the others are on time.
+LATE_ONE_IN = 5
+#: Where a simulated job runs its long tool call, for lease health's grouping.
+TOOLS = ("browser", "search", "code")
+
+
 def rfc3339(ms: int) -> str:
     """Simulated milliseconds since T0 as an RFC 3339 time."""
     return f"{T0 + timedelta(milliseconds=ms):%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
@@ -106,6 +132,10 @@ class Run:
     resume_pending: bool = False  # an acquisition after the first, not revalidated since
     acquisitions: int = 0
     revalidates: bool = True  # whether this run's new owners revalidate before acting
+    lease_until: int = 0  # the coordinator's expiry of the current epoch's lease (lease timing only)
+    revoked_live: int = 0  # takeovers of an owner that was still running (lease timing only)
+    running: set[int] = field(default_factory=set)  # epochs whose worker has not finished
+    done: bool = False  # some owner finished every step: the job is released, never reclaimed
 
 
 _Command = tuple  # ("sleep", ms) or ("call", fn, *args): fn(process, *args) resumes it later
@@ -117,8 +147,9 @@ class World:
 
     def __init__(self, seed: int | str, specs: list[tuple[Mode, Injection | None]],
                  verify_share: float = 0.25, drop_share: float = 0.0,
-                 mandates: Mandates = Mandates.NONE) -> None:
+                 lease: LeaseTiming | None = None, mandates: Mandates = Mandates.NONE) -> None:
         self.rng = random.Random(seed)
+        self.lease = lease
         self.mandates = Mandates(mandates)
         self.unauthorized_applies = 0  # effects a destination applied under no valid mandate
         self.mandate_refusals = 0
@@ -182,12 +213,56 @@ class World:
 
     def _acquire(self, run: Run) -> None:
         first = run.holder is None
+        if not first and run.epoch in run.running:
+            run.revoked_live += 1
         run.epoch = run.first_epoch if first else run.epoch + 1
         run.holder = self.rng.choice([w for w in WORKERS if w != run.holder])
         attrs = None if first else {"reason": "lease expired"}
+        extra: dict[str, Any] = {}
+        if self.lease is not None:
+            attrs = {**(attrs or {}), "tool": TOOLS[run.index % len(TOOLS)]}
+            extra = self._grant(run, run.epoch)
+            self._resume(self._heartbeats(run, run.holder, run.epoch))
         self.record(run, self.now, Kind.LEASE_ACQUIRED, run.epoch, run.holder,
-                    Reporter.COORDINATOR, attrs=attrs)
+                    Reporter.COORDINATOR, attrs=attrs, **extra)
+        run.running.add(run.epoch)
         self._after(self.rng.randint(200, 1_000), self._resume, self._worker(run, run.holder, run.epoch))
+
+    # Heartbeat-driven leases (lease timing only).
+
+    def _grant(self, run: Run, epoch: int) -> dict[str, Any]:
+        """Grant or extend the lease of ``epoch`` from now; the reclaim is checked at its expiry."""
+        run.lease_until = self.now + self.lease.lease_ms
+        self._after(self.lease.lease_ms + self.rng.randint(100, 1_000), self._reclaim, run, epoch,
+                    run.lease_until)
+        return {"lease_until": rfc3339(run.lease_until)}
+
+    def _reclaim(self, run: Run, epoch: int, until: int) -> None:
+        """The coordinator's sweep: an expired lease that was not extended since is taken back."""
+        if run.epoch == epoch and run.lease_until == until and self.now >= until and not run.done:
+            self._acquire(run)
+
+    def _heartbeats(self, run: Run, worker: str, epoch: int) -> _Process:
+        """The owner's heartbeat loop: extend while the lease is still ours, stop when refused."""
+        timing, rng = self.lease, self.rng
+        attrs = {"tool": TOOLS[run.index % len(TOOLS)]}
+        while True:
+            late = rng.randrange(LATE_ONE_IN) == 0
+            yield ("sleep", timing.heartbeat_ms + rng.randint(0, timing.jitter_ms if late else 500))
+            if epoch not in run.running:
+                return
+            if rng.random() < timing.miss_share:
+                self.record(run, self.now, Kind.PROGRESS, epoch, worker, Reporter.WORKER,
+                            attrs=attrs, heartbeat="lost", reason="timeout")
+                continue
+            if run.epoch != epoch or self.now >= run.lease_until:
+                # Zero rows updated: the lease is gone (reclaimed, or about to be).
+                self.record(run, self.now, Kind.PROGRESS, epoch, worker, Reporter.WORKER,
+                            attrs=attrs, heartbeat="lost", reason="zero_rows")
+                return
+            extra = self._grant(run, epoch)
+            self.record(run, self.now, Kind.PROGRESS, epoch, worker, Reporter.WORKER,
+                        attrs=attrs, heartbeat="ok", **extra)
 
     def _lose_lease(self, run: Run, epoch: int) -> None:
         """The holder stops renewing now; the store grants epoch + 1 when the lease runs out."""
@@ -232,6 +307,13 @@ class World:
     # A worker: one owner epoch of one run, with the failpoints of its injection.
 
     def _worker(self, run: Run, worker: str, epoch: int) -> _Process:
+        try:
+            if (yield from self._steps(run, worker, epoch)):
+                run.done = True
+        finally:
+            run.running.discard(epoch)
+
+    def _steps(self, run: Run, worker: str, epoch: int) -> _Process:
         rng = self.rng
         inject = run.injection if epoch == run.first_epoch else None
         if run.mandate is not None and epoch != run.first_epoch and run.revalidates:
@@ -252,6 +334,8 @@ class World:
                     # The streaming call blocks the loop that renews the lease.
                     self._lose_lease(run, epoch)
                     yield ("sleep", TTL_MS + rng.randint(3_000, 40_000))
+                elif self.lease is not None:  # a long tool call, heartbeating as it goes
+                    yield ("sleep", rng.randint(3, 8) * self.lease.heartbeat_ms)
                 else:
                     yield ("sleep", rng.randint(800, 4_000))
                 self._checkpoint(run, worker, epoch, i, self._net(), {})
@@ -284,6 +368,7 @@ class World:
                     return
                 continue
             self._checkpoint(run, worker, epoch, i, self._net(), {"result": verdict})
+        return True
 
     @staticmethod
     def _effect_key(run: Run, step: str, epoch: int) -> str:
@@ -356,7 +441,9 @@ class World:
     def record(self, run: Run, sent: int, kind: Kind, epoch: int | None, worker: str,
                reporter: Reporter, step: str | None = None, key: str | None = None,
                sink: str | None = None, sink_result: SinkResult | None = None,
-               attrs: dict[str, Any] | None = None, authority: dict[str, Any] | None = None) -> None:
+               attrs: dict[str, Any] | None = None, heartbeat: str | None = None,
+               lease_until: str | None = None, reason: str | None = None,
+               authority: dict[str, Any] | None = None) -> None:
         """Append one event at the next seq, and the findings it makes true (SPEC section 3).
 
         Staleness is the store's view now: the run's epoch is the highest acquired before this seq.
@@ -367,7 +454,8 @@ class World:
         ev: dict[str, Any] = {"seq": seq, "ts": rfc3339(sent), "workflow_key": wk, "kind": kind.value}
         for name, value in (("epoch", epoch), ("worker", worker), ("step_id", step),
                             ("effect_key", key), ("sink", sink), ("sink_result", sink_result),
-                            ("reporter", reporter), ("attrs", attrs)):
+                            ("reporter", reporter), ("heartbeat", heartbeat),
+                            ("lease_until", lease_until), ("reason", reason), ("attrs", attrs)):
             if value is not None:
                 ev[name] = value.value if isinstance(value, StrEnum) else value
         if run.mandate is not None and kind not in (Kind.LEASE_ACQUIRED, Kind.PROGRESS, Kind.OUTCOME_VERIFIED,

@@ -138,7 +138,8 @@ def audit(df_or_paths: "DataFrame | Iterable[str | os.PathLike] | str | os.PathL
           spark: "SparkSession | None" = None, master: str | None = None,
           partitions: int | None = None, allow_quarantined: int = 0, scope: Scope | None = None,
           vocabulary: Vocabulary | str | os.PathLike | None = None,
-          limits: Limits | None = None) -> AuditResult:
+          limits: Limits | None = None, by: Iterable[str] | None = None,
+          heartbeat_misses: int = 1) -> AuditResult:
     """Audit on Spark; the result (and its JSON document) equals ``auditor.audit``'s with the
     same options but for ``engine``, and for its session, which holds no store (the events stay
     in Spark: ``events_frame()`` and ``timeline()`` raise ``ResultClosed``; ``close()`` is a no-op).
@@ -147,22 +148,27 @@ def audit(df_or_paths: "DataFrame | Iterable[str | os.PathLike] | str | os.PathL
     ``value`` holding one JSON object per row), or paths: local files and directories, ``-``, or
     any URL the Spark installation reads (``s3a://``, ``hdfs://``, ``file://``). ``partitions``:
     how many workflow-key partitions to audit (default ``spark.sql.shuffle.partitions``).
-    ``allow_quarantined``, ``scope``, ``vocabulary`` and ``limits`` mean what they mean for
-    ``auditor.audit``. Blocking; raises the ``AuditorError``s ``auditor.audit`` raises, and
+    ``allow_quarantined``, ``scope``, ``vocabulary``, ``limits``, ``by`` and ``heartbeat_misses``
+    mean what they mean for ``auditor.audit``; lease health is measured on the driver over the
+    events of the keys that carry lease evidence. Blocking; raises the ``AuditorError``s ``auditor.audit`` raises, and
     ``SparkUnavailable``.
     """
     return run(df_or_paths, fmt=fmt, fail_on=fail_on, keep_payloads=keep_payloads, spark=spark,
                master=master, partitions=partitions, allow_quarantined=allow_quarantined, scope=scope,
-               vocabulary=vocabulary, limits=limits)[0]
+               vocabulary=vocabulary, limits=limits, by=by, heartbeat_misses=heartbeat_misses)[0]
 
 
 def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STALE_ATTEMPT,
         keep_payloads: bool = False, spark: "SparkSession | None" = None, master: str | None = None,
         partitions: int | None = None, allow_quarantined: int = 0, scope: Scope | None = None,
         vocabulary: Vocabulary | str | os.PathLike | None = None,
-        limits: Limits | None = None) -> tuple[AuditResult, SparkStats]:
+        limits: Limits | None = None, by: Iterable[str] | None = None,
+        heartbeat_misses: int = 1) -> tuple[AuditResult, SparkStats]:
     """``audit`` with the timings of its stages and partitions (what ``bench/spark_scale.py`` prints)."""
     vocabulary = vocabulary_of(vocabulary)  # a vocabulary that cannot be used stops the run before Spark starts
+    from ..health import check_options
+
+    check_options(by, heartbeat_misses)  # so does a bad lease option
     limits = limits or Limits.from_env()
     spark = spark or session(master)  # first: it says how to install pyspark when it is missing
     from pyspark import StorageLevel
@@ -227,12 +233,13 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         t = time.perf_counter()
         found = _merge(rows, stats)
         del rows
+        health = _lease_health(kept, names, by, heartbeat_misses)
         result = AuditResult(ordering=ordering_of(found.workflows), input=summary,
                              workflows=found.workflows, findings=found.findings,
                              incidents=found.incidents,
-                             diagnostics=with_conflicts(found.diagnostics, conflicts), fail_on=fail_on,
-                             allow_quarantined=allow_quarantined, engine="spark",
-                             session=AuditSession(None, EVENTS_IN_SPARK))
+                             diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
+                             fail_on=fail_on, allow_quarantined=allow_quarantined, engine="spark",
+                             session=AuditSession(None, EVENTS_IN_SPARK), lease_health=health)
         result = narrow(result, scope)
         stats.merge_s = time.perf_counter() - t
 
@@ -285,6 +292,16 @@ def _conflicts(kept: "DataFrame", names: dict[int, str]) -> list[Diagnostic]:
     for r in sorted(rows, key=lambda r: r.obs):
         by_id.setdefault(r.event_id, []).append((names[r.source_id], r.line, r.workflow_key, r.seq, r.kind))
     return [id_conflict(eid, uses) for eid, uses in by_id.items()]
+
+
+def _lease_health(kept: "DataFrame", names: dict[int, str], by: Any, heartbeat_misses: int):
+    """Lease health (SPEC section 7) over the events of the keys with lease evidence, on the driver."""
+    from pyspark.sql import functions as F
+
+    keys = kept.filter(F.col("lease_until_us").isNotNull() | F.col("heartbeat").isNotNull()).select(
+        "workflow_key").distinct()
+    table = kept.join(keys, "workflow_key", "left_semi").drop("_ids").select(*tasks.EVENT_NAMES).toArrow()
+    return tasks.lease_health_of(table.to_batches(), names, by, heartbeat_misses)
 
 
 def _timelines(kept: "DataFrame", keys: list[str], findings: list[Finding], names: dict[int, str],

@@ -26,9 +26,10 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..health import LeaseHealth
     import pyarrow as pa
 
     from ..limits import Limits
@@ -268,3 +269,18 @@ def timeline_partition(batches: Iterable["pa.RecordBatch"], part: int, names: di
     yield from _conform(pa.table({"part": pa.array([part], pa.int32()),
                                   "payload": pa.array([pickle.dumps(timelines, pickle.HIGHEST_PROTOCOL)],
                                                       pa.binary())}), _schema(STAGE3))
+
+
+def lease_health_of(batches: list["pa.RecordBatch"], names: dict[int, str], by: Any,
+                    heartbeat_misses: int) -> "LeaseHealth":
+    """SPEC section 7 on the driver: ``health.lease_health`` over every event of the keys that
+    carry lease evidence (``batches``), in a scratch store as one machine would hold them. Lease
+    health aggregates across keys (medians per group), so it is measured where all of it meets."""
+    from ..health import lease_health
+    from ..store import Store
+
+    with _partition_store(batches, names) as store:
+        if store is not None:
+            return lease_health(store.con, by, heartbeat_misses)
+    with Store(None) as empty:  # no lease evidence: the single-node answer for such a log
+        return lease_health(empty.con, by, heartbeat_misses)

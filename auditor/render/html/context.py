@@ -19,6 +19,7 @@ from ...model import Finding, Grade, Incident
 from ...result import AuditResult, WorkflowSummary
 from ...rules import MEANINGS
 from .format import _duration, _key_anchor, _num, _opt, _owner, _short_owner
+from .lease import LeaseHealthView, lease_view
 from .timeline import Timeline, draw
 
 MAX_WORKFLOW_ROWS = 5_000  # rows in the workflow index
@@ -162,6 +163,7 @@ class ReportContext:
     diagnostics_note: str | None
     grades: list[GradeCount]  # legend: every grade with its meaning
     notes: list[str] = field(default_factory=list)  # every cap that applied, for the header
+    lease: LeaseHealthView | None = None  # lease health (SPEC section 7), when keys carry lease evidence
 
 
 def build_context(result: AuditResult) -> ReportContext:
@@ -252,6 +254,7 @@ def build_context(result: AuditResult) -> ReportContext:
         diagnostics=diagnostics, diagnostics_note=diagnostics_note,
         grades=[GradeCount(g.value, counts.get(g.value, 0), MEANINGS[g]) for g in reversed(Grade)],
         notes=notes,
+        lease=lease_view(result.lease_health, result.diagnostics),
     )
 
 

@@ -1,0 +1,348 @@
+"""Lease health (SPEC section 7): is the lease configuration itself safe?
+
+Seed 000's point: a chart of running jobs tells an operator nothing; ownership does. From the same
+events the detector reads, this stage measures per workflow key and per dimension group (``tool``,
+``model``, ``provider`` from ``attrs`` by default) how many leases were granted, reclaimed and let
+expire, how many extensions failed, the heartbeat period ``H`` and jitter ``J``, the lease length
+``L``, and checks the timing rule ``L > R * H + J``. The numbers are computed in DuckDB
+(``health.sql``) over the keys that carry lease evidence (a ``lease_until`` or a ``heartbeat``);
+this module hands them back as data, with the diagnostics they call for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import duckdb
+
+from .errors import AuditError
+from .model import Diagnostic, DiagnosticKind
+from .rules import diagnostic_id, diagnostic_order
+from .sql import statements
+from .vocabulary import EPOCH_OPTIONAL_KINDS
+
+SQL = statements("health.sql")
+
+#: Grouping dimensions used when ``--by`` is not given, each only when some event carries it.
+DEFAULT_BY = ("tool", "model", "provider")
+#: A group needs this many heartbeat gaps before the timing rule is judged (SPEC section 7).
+MIN_GAPS = 3
+
+#: What each lease-health diagnostic asks the operator to change.
+ADVICE = {
+    DiagnosticKind.LEASE_TIMING_RISK: (
+        "lengthen the lease above R*H+J (seed 000: heartbeats every 30 s, one miss tolerated, 20 s of "
+        "jitter: 90 s is a sensible buffer), or heartbeat more often, or make the heartbeat path steadier"),
+    DiagnosticKind.LATE_EXTENSION: "extend earlier: with at least one heartbeat interval and a retry's reserve left",
+    DiagnosticKind.TAKEOVER_BEFORE_EXPIRY: (
+        "check the coordinator's reclaim condition (lease_until < now() on the coordinator's clock) "
+        "and clock agreement between coordinator and workers"),
+    DiagnosticKind.EFFECT_AFTER_LEASE_EXPIRY: (
+        "a worker that cannot confirm its lease must start no new external action: check the lease "
+        "before each effect, and fence the sink"),
+}
+
+Group = tuple[tuple[str, str | None], ...]
+
+
+def seconds(ms: float | int | None) -> float | None:
+    """Milliseconds as seconds, rounded to the millisecond: the document stays byte-identical."""
+    return None if ms is None else round(float(ms) / 1000.0, 3)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseMetrics:
+    """SPEC section 7's metrics over one workflow key or one group of keys; durations in seconds.
+
+    ``None`` where the evidence is missing: no heartbeat gap, no ``lease_until``, no ``ts``.
+    """
+
+    leases: int
+    reclaims: int
+    expired_leases: int
+    extension_failures: int
+    heartbeat_gaps: int
+    heartbeat_interval_median: float | None   # H
+    heartbeat_interval_max: float | None
+    lease_min: float | None                   # L (the minimum decides the rule)
+    lease_median: float | None
+    remaining_at_extension_min: float | None
+    heartbeat_age_at_takeover_median: float | None
+    heartbeat_age_at_takeover_max: float | None
+
+    @property
+    def heartbeat_jitter(self) -> float | None:
+        """``J`` = maximum gap - median gap."""
+        h, top = self.heartbeat_interval_median, self.heartbeat_interval_max
+        return None if h is None or top is None else round(top - h, 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "leases": self.leases, "reclaims": self.reclaims, "expired_leases": self.expired_leases,
+            "extension_failures": self.extension_failures,
+            "heartbeat_interval_s": {"gaps": self.heartbeat_gaps, "median": self.heartbeat_interval_median,
+                                     "max": self.heartbeat_interval_max, "jitter": self.heartbeat_jitter},
+            "lease_s": {"min": self.lease_min, "median": self.lease_median},
+            "remaining_at_extension_s": {"min": self.remaining_at_extension_min},
+            "heartbeat_age_at_takeover_s": {"median": self.heartbeat_age_at_takeover_median,
+                                            "max": self.heartbeat_age_at_takeover_max},
+        }
+
+
+def label(group: Group) -> str:
+    """``tool=browser, model=m-large``; ``all keys`` without dimensions; ``-`` for a missing value."""
+    return ", ".join(f"{k}={'-' if v is None else v}" for k, v in group) or "all keys"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHealth:
+    """One dimension group (``{"tool": "browser"}``; ``{}`` when no dimension is used).
+
+    ``threshold`` is ``R * H + J``; ``at_risk`` says the rule fails: at least ``MIN_GAPS`` heartbeat
+    gaps and the shortest lease ``L`` at or below the threshold. ``gaps`` holds every heartbeat gap
+    of the group and ``takeover_ages`` every heartbeat age at a takeover, sorted (the chart draws
+    them; the JSON document's figures summarize them).
+    """
+
+    group: Group
+    keys: int
+    metrics: LeaseMetrics
+    threshold: float | None
+    at_risk: bool
+    gaps: tuple[float, ...]
+    takeover_ages: tuple[float, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return label(self.group)
+
+    @property
+    def margin(self) -> float | None:
+        """``L - (R*H+J)`` in seconds: how far the shortest lease is above the threshold."""
+        if self.metrics.lease_min is None or self.threshold is None:
+            return None
+        return round(self.metrics.lease_min - self.threshold, 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": dict(self.group), "keys": self.keys, **self.metrics.to_dict(),
+                "threshold_s": self.threshold, "margin_s": self.margin, "at_risk": self.at_risk}
+
+
+@dataclass(frozen=True, slots=True)
+class Takeover:
+    """One acquisition that displaced a lower epoch, as lease health sees it.
+
+    ``remaining_s`` is the displaced owner's last ``lease_until`` minus the takeover's ``ts``:
+    negative when the lease had expired that long before (``expired``), positive for a takeover
+    before expiry. ``heartbeat_age_s`` is the age of the displaced owner's last ``heartbeat=ok``
+    then. ``reclaim``: the displaced epoch had shown evidence of its own (it was working).
+    """
+
+    seq: int
+    epoch: int
+    worker: str
+    displaced_epoch: int
+    displaced_worker: str | None
+    reclaim: bool
+    remaining_s: float | None
+    heartbeat_age_s: float | None
+    displaced_lease_until: str | None
+
+    @property
+    def expired(self) -> bool | None:
+        return None if self.remaining_s is None else self.remaining_s <= 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "epoch": self.epoch, "worker": self.worker,
+                "displaced_epoch": self.displaced_epoch, "displaced_worker": self.displaced_worker,
+                "reclaim": self.reclaim, "expired": self.expired,
+                "displaced_lease_until": self.displaced_lease_until, "remaining_s": self.remaining_s,
+                "heartbeat_age_s": self.heartbeat_age_s}
+
+
+@dataclass(frozen=True, slots=True)
+class KeyHealth:
+    workflow_key: str
+    group: Group
+    metrics: LeaseMetrics
+    takeovers: tuple[Takeover, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"workflow_key": self.workflow_key, "group": dict(self.group), **self.metrics.to_dict(),
+                "takeovers": [t.to_dict() for t in self.takeovers]}
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseHealth:
+    """The section: ``groups`` riskiest first, ``keys`` (those with lease evidence) by key, and
+    the diagnostics (``model.Diagnostic``, in the document's order; the result lists them with
+    the detector's)."""
+
+    by: tuple[str, ...]
+    heartbeat_misses: int
+    groups: tuple[GroupHealth, ...]
+    keys: tuple[KeyHealth, ...]
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    @property
+    def at_risk(self) -> list[GroupHealth]:
+        return [g for g in self.groups if g.at_risk]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"by": list(self.by), "heartbeat_misses": self.heartbeat_misses,
+                "groups": [g.to_dict() for g in self.groups], "keys": [k.to_dict() for k in self.keys]}
+
+
+EMPTY = LeaseHealth((), 1, (), ())
+
+
+def _path(name: str) -> str:
+    """The JSON path of one attrs member, quoted so any name is a member name, never syntax."""
+    return "$." + json.dumps(name)
+
+
+def check_options(by: Iterable[str] | None, heartbeat_misses: int) -> tuple[str, ...] | None:
+    """``by`` as a tuple (None: the defaults); ``AuditError`` for a blank name or a bad ``R``."""
+    if isinstance(heartbeat_misses, bool) or not isinstance(heartbeat_misses, int) or heartbeat_misses < 0:
+        raise AuditError(f"--heartbeat-misses is {heartbeat_misses!r}, expected a whole number of "
+                         "heartbeats one is willing to miss (0 or more; default 1)")
+    if by is None:
+        return None
+    if isinstance(by, str):
+        by = (by,)
+    names = tuple(by)
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise AuditError(f"--by {name!r}: expected the name of an attrs member, e.g. --by tool")
+    return tuple(dict.fromkeys(names))  # a dimension named twice is one dimension
+
+
+def lease_health(con: duckdb.DuckDBPyConnection, by: Iterable[str] | None = None,
+                 heartbeat_misses: int = 1) -> LeaseHealth:
+    """Measure lease health over the ``events`` table of ``con`` (the store's connection).
+
+    ``by`` names the ``attrs`` members to group by (``None``: ``tool``, ``model``, ``provider``,
+    those that some event with lease evidence carries); ``heartbeat_misses`` is ``R`` in
+    ``L > R * H + J``. Blocking; creates and drops ``lh_*`` temporary tables on ``con``.
+    Raises ``AuditError`` for a bad option.
+    """
+    chosen = check_options(by, heartbeat_misses)
+    r = heartbeat_misses
+    try:
+        con.execute(SQL["lease_events"])
+        (evidence,) = con.execute("SELECT count(*) FROM lh_events").fetchone()
+        if not evidence:
+            return LeaseHealth(chosen or (), r, (), ())
+        if chosen is None:
+            (present,) = con.execute(SQL["presence"], {"paths": [_path(d) for d in DEFAULT_BY]}).fetchone()
+            chosen = tuple(d for i, d in enumerate(DEFAULT_BY, 1) if i in set(present or ()))
+        con.execute(SQL["keys"], {"paths": [_path(d) for d in chosen]})
+        con.execute(SQL["takeovers"], {"recorded": sorted(EPOCH_OPTIONAL_KINDS)})
+        for name in ("gaps", "grants", "key_metrics", "group_metrics"):
+            con.execute(SQL[name])
+        groups = []
+        anchors: dict[Group, tuple[str, int, int]] = {}
+        for row in con.execute(SQL["group_rows"]).fetchall():
+            dims, keys, *numbers, at_k, at_s, at_epoch, gaps, ages = row
+            group = tuple(zip(chosen, dims))
+            m = _metrics(tuple(numbers))
+            threshold = None
+            if m.heartbeat_interval_median is not None:
+                threshold = round(r * m.heartbeat_interval_median + m.heartbeat_jitter, 3)
+            at_risk = (m.heartbeat_gaps >= MIN_GAPS and m.lease_min is not None and threshold is not None
+                       and m.lease_min <= threshold)
+            groups.append(GroupHealth(group, int(keys), m, threshold, at_risk, tuple(seconds(g) for g in gaps),
+                                      tuple(seconds(a) for a in ages)))
+            if at_k is not None:
+                anchors[group] = (at_k, int(at_s), int(at_epoch))
+        # Riskiest first: at risk, then the smallest margin L - (R*H+J), then the most expired
+        # leases, then the label, so the order never depends on the engine's.
+        groups.sort(key=lambda g: (not g.at_risk, _inf(g.margin), -g.metrics.expired_leases, g.label))
+        takeovers: dict[str, list[Takeover]] = {}
+        for k, s, epoch, worker, displaced, displaced_worker, reclaim, rem, age, until in con.execute(
+                SQL["takeover_rows"]).fetchall():
+            takeovers.setdefault(k, []).append(Takeover(
+                int(s), int(epoch), worker, int(displaced), displaced_worker, bool(reclaim), seconds(rem),
+                seconds(age), instant_text(until)))
+        keys = tuple(KeyHealth(k, tuple(zip(chosen, dims)), _metrics(tuple(rest)), tuple(takeovers.get(k, ())))
+                     for k, dims, *rest in con.execute(SQL["key_rows"]).fetchall())
+        group_of = {k.workflow_key: k.group for k in keys}
+        diagnostics = _risks(groups, anchors, r) + _event_diagnostics(con, group_of)
+    finally:
+        con.execute(SQL["drop"])
+    diagnostics.sort(key=diagnostic_order)
+    return LeaseHealth(chosen, r, tuple(groups), keys, tuple(diagnostics))
+
+
+def _metrics(row: tuple) -> LeaseMetrics:
+    (leases, reclaims, expired, failures, gaps, h, h_max, lmin, lmed, rmin, amed, amax) = row
+    return LeaseMetrics(int(leases or 0), int(reclaims or 0), int(expired or 0), int(failures or 0),
+                        int(gaps or 0), seconds(h), seconds(h_max), seconds(lmin), seconds(lmed),
+                        seconds(rmin), seconds(amed), seconds(amax))
+
+
+def _inf(x: float | None) -> float:
+    return float("inf") if x is None else x
+
+
+def instant_text(t: datetime | None) -> str | None:
+    """An instant as RFC 3339 UTC, to the millisecond when it has one."""
+    if t is None:
+        return None
+    t = t.astimezone(timezone.utc)
+    ms = t.microsecond // 1000
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms:03d}Z" if ms else "Z")
+
+
+def _diagnostic(kind: DiagnosticKind, key: str, position: int, epoch: int | None, detail: str,
+                group: Group, numbers: dict[str, Any]) -> Diagnostic:
+    return Diagnostic(diagnostic_id(key, kind, position, epoch), kind, key, position, epoch,
+                      f"{detail}; {ADVICE[kind]}", dict(group), numbers)
+
+
+def _risks(groups: list[GroupHealth], anchors: dict[Group, tuple[str, int, int]], r: int) -> list[Diagnostic]:
+    """One ``lease_timing_risk`` per group at risk, at the event that granted its shortest lease."""
+    out = []
+    for g in groups:
+        if not g.at_risk or g.group not in anchors:
+            continue
+        m = g.metrics
+        h, j, lmin = m.heartbeat_interval_median, m.heartbeat_jitter, m.lease_min
+        key, position, epoch = anchors[g.group]
+        out.append(_diagnostic(
+            DiagnosticKind.LEASE_TIMING_RISK, key, position, epoch,
+            f"{g.label}: the shortest lease L = {_s(lmin)} is not above R*H+J = {r} x {_s(h)} + {_s(j)} "
+            f"= {_s(g.threshold)} (H the median of {m.heartbeat_gaps} heartbeat gaps, J = max - median): "
+            f"an ordinary delay revokes a worker that is still running (shortest lease granted here)",
+            g.group, {"L": lmin, "R": r, "H": h, "J": j, "threshold": g.threshold, "gaps": m.heartbeat_gaps}))
+    return out
+
+
+def _event_diagnostics(con: duckdb.DuckDBPyConnection, group_of: dict[str, Group]) -> list[Diagnostic]:
+    out = []
+    for kind, k, s, epoch, worker, a, b, until, effect_key in con.execute(SQL["diagnostic_rows"]).fetchall():
+        kind, s, a = DiagnosticKind(kind), int(s), seconds(a)
+        owner = f"epoch {epoch} ({worker})"
+        if kind is DiagnosticKind.LATE_EXTENSION:
+            h = seconds(b)
+            left = f"with {_s(a)} left" if a >= 0 else f"{_s(-a)} after it had expired"
+            detail = f"{owner} extended its lease {left}, less than one heartbeat interval (H = {_s(h)})"
+            numbers = {"remaining_s": a, "H": h}
+        elif kind is DiagnosticKind.TAKEOVER_BEFORE_EXPIRY:
+            detail = (f"epoch {int(b)} took over while the lease of {owner} still had {_s(a)} to run "
+                      f"(until {instant_text(until)})")
+            numbers = {"remaining_s": a, "current_epoch": int(b)}
+        else:
+            detail = (f"{owner} attempted {effect_key} {_s(a)} after its own lease expired "
+                      f"(at {instant_text(until)}; by ts, so confidence medium)")
+            numbers = {"after_expiry_s": a}
+        out.append(_diagnostic(kind, k, s, epoch, detail, group_of.get(k, ()), numbers))
+    return out
+
+
+def _s(x: float | None) -> str:
+    return "?" if x is None else f"{x:g} s"
