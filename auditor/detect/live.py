@@ -36,7 +36,7 @@ from ..model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Kind, Out
 from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, finding_id, finding_order, incident_id,
                      resolved_as)
 from . import live_authority
-from .live_event import LiveEvent, rfc3339
+from .live_event import LiveEvent, rfc3339, same_event as _same
 
 if TYPE_CHECKING:
     from ..authority import KeyAuthority, Unauthorized
@@ -463,15 +463,6 @@ class LiveDetector:
     @property
     def diagnostics(self) -> list[Diagnostic]:
         return sorted(self._diagnostics, key=diagnostic_order)
-
-
-_CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line", "observed"))
-
-
-def _same(a: Event, b: Event) -> bool:
-    """The same event written twice (its provenance aside): a duplicate, not a conflict. A
-    ``LiveEvent`` has none of the optional fields of sections 7 and 8: they are None there."""
-    return all(getattr(a, name, None) == getattr(b, name, None) for name in _CONTENT)
 
 
 def _place(e: Event) -> tuple[int, int]:

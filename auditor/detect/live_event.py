@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-from ..model import Kind, Reporter, SinkResult
+from ..model import Event, Kind, Reporter, SinkResult
 
 
 class LiveEvent(NamedTuple):
@@ -59,3 +59,12 @@ def rfc3339(ns: int) -> str:
         cache[0], cache[1] = secs, head
     micros = rest // 1000
     return f"{head}.{micros:06d}Z" if micros else head + "Z"
+
+
+_CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line", "observed"))
+
+
+def same_event(a: Event, b: Event) -> bool:
+    """The same event written twice (its provenance aside): a duplicate, not a conflict. A
+    ``LiveEvent`` has none of the optional fields of sections 7 and 8: they are None there."""
+    return all(getattr(a, name, None) == getattr(b, name, None) for name in _CONTENT)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..model import Grade, Kind, Reporter, SinkResult
+from .mandates import Mandates, MandateRules
 
 
 class SimulateError(ValueError):
@@ -42,14 +43,6 @@ class Mode(StrEnum):
     FENCED = "fenced"  # stable key per (run_id, step_id); the gateway checks the epoch
     UNFENCED = "unfenced"  # no epoch check, no idempotency key: every request is applied
     KEY_INCLUDES_EPOCH = "key-includes-epoch"  # epoch checked, but the key changes with it
-
-
-class Mandates(StrEnum):
-    """SPEC section 8: whether runs hold a mandate, and whether the gateway checks it."""
-
-    NONE = "none"  # no authority events: the rules never apply
-    CHECKED = "checked"  # the gateway refuses an effect whose mandate is revoked, expired or not revalidated
-    UNCHECKED = "unchecked"  # the gateway checks the epoch fence (per mode) but not the mandate
 
 
 class Injection(StrEnum):
@@ -142,8 +135,10 @@ _Command = tuple  # ("sleep", ms) or ("call", fn, *args): fn(process, *args) res
 _Process = Generator[_Command, Any, None]
 
 
-class World:
+class World(MandateRules):
     """The kernel (a time-ordered queue of callbacks) and every actor's state."""
+
+    instant = staticmethod(rfc3339)  # simulated milliseconds as RFC 3339, for mandates.py
 
     def __init__(self, seed: int | str, specs: list[tuple[Mode, Injection | None]],
                  verify_share: float = 0.25, drop_share: float = 0.0,
@@ -177,7 +172,7 @@ class World:
                 run.mandate = f"mandate-{run.run_id}"
                 run.expires_ms = start + self.rng.randint(6_000, 60_000)
                 run.revalidates = self.rng.random() < 0.5
-                self._after(start - 1, self._grant, run)
+                self._after(start - 1, self._grant_mandate, run)
             self._after(start, self._acquire, run)
             if self.rng.random() < verify_share:
                 self._after(start + 150_000, self._verify, run)
@@ -275,34 +270,6 @@ class World:
                 # the coordinator withdraws the mandate of a run that lost its owner
                 self.record(run, self.now, Kind.AUTHORITY_REVOKED, None, "coordinator", Reporter.COORDINATOR)
             self._acquire(run)
-
-    # SPEC section 8: mandates.
-
-    def _authority(self, run: Run, kind: Kind, epoch: int | None, sent: int,
-                   fields: dict[str, Any]) -> tuple[str, ...]:
-        """Move the log's mandate state past one event; for an effect, why it is unauthorized."""
-        if run.mandate is None:
-            return ()
-        if kind is Kind.LEASE_ACQUIRED:
-            run.acquisitions += 1
-            run.resume_pending = run.resume_pending or run.acquisitions > 1
-        elif kind is Kind.AUTHORITY_GRANTED:
-            run.revoked = run.failed = False
-        elif kind is Kind.AUTHORITY_REVOKED:
-            run.revoked = True
-        elif kind is Kind.REVALIDATED and epoch is not None and epoch >= run.epoch:
-            run.resume_pending = False
-            run.failed = run.failed or fields.get("decision") in ("pause", "terminate")
-        elif kind in (Kind.EFFECT_ATTEMPTED, Kind.EFFECT_COMMITTED):
-            return _authority_reasons(run, sent)
-        return ()
-
-    def _grant(self, run: Run) -> None:
-        self.record(run, self.now, Kind.AUTHORITY_GRANTED, None, "coordinator", Reporter.COORDINATOR,
-                    authority={"expires_at": rfc3339(run.expires_ms), "scope": "charge<=50.00"})
-
-    def _mandate_valid(self, run: Run, at: int) -> bool:
-        return not run.revoked and not run.failed and at <= run.expires_ms
 
     # A worker: one owner epoch of one run, with the failpoints of its injection.
 
@@ -499,20 +466,6 @@ class World:
             epochs.add(epoch)
             commits.add((epoch, key))
         self.truth += [(grade, wk, s) for grade, s in found]
-
-
-def _authority_reasons(run: Run, sent: int) -> tuple[str, ...]:
-    """Why an effect recorded now has no valid mandate (SPEC section 8), from the log's state."""
-    reasons = []
-    if run.revoked:
-        reasons.append("revoked")
-    elif run.expires_ms < sent:
-        reasons.append("expired")
-    if run.failed:
-        reasons.append("failed_revalidation")
-    if run.resume_pending:
-        reasons.append("unrevalidated_resume")
-    return tuple(reasons)
 
 
 # The files a simulation writes.
