@@ -13,6 +13,7 @@ Threading: a ``Store`` owns one DuckDB connection; use it from one thread at a t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -72,6 +73,34 @@ _STAGE_PARAMS = {
     "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"],
 }
 _REPORTERS = {r: Reporter(r) for r in REPORTERS}
+
+
+@functools.cache
+def _typed_schema() -> "pa.Schema":
+    """The Arrow schema of typed records (``store_typed.COLUMNS``)."""
+    import pyarrow as pa
+
+    from .store_typed import COLUMNS
+
+    ints = {"line", "pos", "seq", "epoch"}
+    return pa.schema([(c, pa.int64() if c in ints else pa.string()) for c in COLUMNS])
+
+
+def _no_typed() -> "pa.Table":
+    return _typed_schema().empty_table()
+
+
+def _at_least_one(chunks: Iterable["pa.Table"]) -> Iterator["pa.Table"]:
+    """``chunks``, or one empty chunk of lines when there are none (typed records alone)."""
+    import pyarrow as pa
+
+    empty = True
+    for chunk in chunks:
+        empty = False
+        yield chunk
+    if empty:
+        yield pa.table({"line": pa.array([], pa.int64()), "pos": pa.array([], pa.int64()),
+                        "raw": pa.array([], pa.binary()), "bad": pa.array([], pa.string())})
 
 
 def _drop_scratch(con: duckdb.DuckDBPyConnection, scratch: str) -> None:
@@ -255,13 +284,15 @@ class Store:
         return row is not None
 
     def ingest(self, name: str, fmt: str, chunks: Iterable["pa.Table"],
-               digest: str | None = None) -> SourceCounts:
+               digest: str | None = None, typed: "pa.Table | None" = None) -> SourceCounts:
         """Normalize and append one source inside one transaction.
 
         ``chunks`` yields arrow tables with columns ``line`` (int64, 1-based, what a person is shown),
         ``pos`` (int64, unique and increasing within the source), ``raw`` (binary, one JSON object)
         and ``bad`` (a reason the reader already found, else null). Lines that are blank after trimming are not counted. If ``digest`` was
-        ingested before, nothing is read and ``skipped`` is set.
+        ingested before, nothing is read and ``skipped`` is set. ``typed`` holds records already in
+        the fast path's columns (``store_typed``; ``pos`` numbered with the lines), staged with the
+        first chunk.
         """
         if self.already_ingested(digest):
             return SourceCounts(name, 0, 0, 0, 0, skipped=True)
@@ -276,7 +307,8 @@ class Store:
             # The SQL reads the local variables raw_chunk and staging (DuckDB's replacement scans):
             # a register()ed object, or rows of a scratch table, would be kept alive until the
             # transaction ends, that is the whole file in memory.
-            for raw_chunk in chunks:
+            typed_chunk = typed if typed is not None else _no_typed()
+            for raw_chunk in _at_least_one(chunks):
                 # DuckDB scans one arrow batch per thread: smaller batches let every core work.
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS),
                                                   raw_chunk.schema)
@@ -288,6 +320,7 @@ class Store:
                 con.execute(SQL["quarantine_staged"])
                 con.execute(SQL["append_staged"])
                 del raw_chunk, staging
+                typed_chunk = _no_typed()
             con.execute(SQL["drop_duplicates"], [source_id])
             (after,) = con.execute("SELECT count(*) FROM events").fetchone()
             added = after - before
@@ -336,6 +369,7 @@ class Store:
             if parts:
                 raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)
+                typed_chunk = _no_typed()  # noqa: F841 - read by name in stage
                 staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=first,
                                                             keep_payloads=self.keep_payloads,
                                                             careful=self.careful)).to_arrow_table()
@@ -366,16 +400,45 @@ class Store:
         return out
 
     def append_records(self, name: str, records: Iterable[tuple[int, dict[str, Any]]]) -> SourceCounts:
-        """Append Python records ``(line, canonical dict)`` through the same normalizer."""
+        """Append Python records ``(line, canonical dict)`` through the same normalizer.
+
+        Records the stage's fast path would take from their JSON text are handed to it as typed
+        columns instead (``store_typed``: no JSON round trip, the same rows); the others, and
+        every record of a ``careful`` store, go as JSON lines."""
         import pyarrow as pa
 
-        lines, raws = [], []
-        for line, record in records:
-            lines.append(line)
-            raws.append(json.dumps(record, default=str).encode())
-        table = pa.table({"line": pa.array(lines, pa.int64()), "pos": pa.array(range(1, len(lines) + 1), pa.int64()),
-                          "raw": pa.array(raws, pa.binary()), "bad": pa.nulls(len(lines), pa.string())})
-        return self.ingest(name, "records", [table])
+        records = list(records)
+        typed = None
+        rest = [(line, pos, rec) for pos, (line, rec) in enumerate(records, 1)]
+        if not self.careful:
+            try:
+                typed, rest = self._typed(records)
+            except (pa.ArrowException, UnicodeError):  # a lone surrogate, say: the JSON way decides
+                typed = None
+        raws = [json.dumps(rec, default=str).encode() for _line, _pos, rec in rest]
+        table = pa.table({"line": pa.array([r[0] for r in rest], pa.int64()),
+                          "pos": pa.array([r[1] for r in rest], pa.int64()),
+                          "raw": pa.array(raws, pa.binary()), "bad": pa.nulls(len(rest), pa.string())})
+        return self.ingest(name, "records", [table], typed=typed)
+
+    def _typed(self, records: list[tuple[int, dict[str, Any]]]) -> tuple["pa.Table", list]:
+        """``store_typed.split``, as an Arrow table; a ``ts`` DuckDB does not read as an instant
+        sends its record the JSON way (the normalizer may read it as epoch seconds)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from .store_typed import split
+
+        cols, rest = split(records, self.keep_payloads)
+        schema = _typed_schema()
+        typed = pa.table({c: pa.array(v, schema.field(c).type) for c, v in cols.items()}, schema)
+        unread = [p for (p,) in self.con.from_arrow(typed).filter(
+            "ts IS NOT NULL AND try_cast(ts AS TIMESTAMPTZ) IS NULL").project("pos").fetchall()]
+        if unread:
+            mask = pc.is_in(typed.column("pos"), value_set=pa.array(unread, pa.int64()))
+            typed = typed.filter(pc.invert(mask))
+            rest = sorted(rest + [(records[p - 1][0], p, records[p - 1][1]) for p in unread], key=lambda r: r[1])
+        return typed, rest
 
     # Reading.
 

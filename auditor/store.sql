@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS quarantine (
 );
 
 -- name: stage
--- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR);
+-- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR)
+-- and of typed records (typed_chunk, see picked; empty for a file);
 -- pos numbers the records of a source uniquely, bad is a reason a reader already found) normalized into the
 -- staged rows (the columns of events, and rejected: the quarantine reason); a row with one is
 -- quarantined, a row without one is an event. Named parameters, all from auditor/vocabulary.py through store.py:
@@ -153,6 +154,16 @@ WITH decoded AS (
            CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
            CASE WHEN fast THEN j.decision ELSE n.decision END AS decision
     FROM norm
+    -- Records Store.append_records took as typed columns (typed_chunk: line, pos and the fast
+    -- path's values, what it would read from their JSON text; no optional field given): the
+    -- same rows the fast path would pick, from here on through the same ts, hash and id.
+    UNION ALL BY NAME
+    SELECT line, pos, NULL::VARCHAR AS rejected, seq, workflow_key, kind, epoch, worker, effect_key, sink,
+           sink_result, reporter, step_id, ts AS ts_given, NULL::TIMESTAMPTZ AS ts_number, event_id, attrs,
+           NULL::TIMESTAMPTZ AS lease_until, NULL::VARCHAR AS heartbeat, NULL::VARCHAR AS reason,
+           NULL::VARCHAR AS authority_id, NULL::TIMESTAMPTZ AS expires_at, NULL::VARCHAR AS scope,
+           NULL::VARCHAR AS decision
+    FROM typed_chunk
 ), timed AS (
     -- An unparsable ts is dropped, the event stays (SPEC rev 2).
     SELECT * EXCLUDE (ts_given, ts_number),
@@ -167,11 +178,13 @@ WITH decoded AS (
                                                      reason, authority_id, expires_at, scope, decision)))) AS core
     FROM timed
 ), derived AS (
-    SELECT *, md5(core::VARCHAR || CASE WHEN lease_until IS NULL AND heartbeat IS NULL AND reason IS NULL
-                                    AND authority_id IS NULL AND expires_at IS NULL AND scope IS NULL
-                                    AND decision IS NULL THEN ''
-                               ELSE to_json(struct_pack(lease_until, heartbeat, reason, authority_id,
-                                                        expires_at, scope, decision))::VARCHAR END) AS derived
+    -- Only for an event without an id of its own (a span's records all have one).
+    SELECT *, CASE WHEN event_id IS NULL THEN
+                   md5(core::VARCHAR || CASE WHEN lease_until IS NULL AND heartbeat IS NULL AND reason IS NULL
+                                          AND authority_id IS NULL AND expires_at IS NULL AND scope IS NULL
+                                          AND decision IS NULL THEN ''
+                                     ELSE to_json(struct_pack(lease_until, heartbeat, reason, authority_id,
+                                                              expires_at, scope, decision))::VARCHAR END) END AS derived
     FROM hashed
 )
 SELECT
@@ -213,8 +226,10 @@ DELETE FROM events WHERE rowid IN (
         FROM (SELECT rowid AS r, obs, event_id,
                      md5(to_json(struct_pack(*COLUMNS(* EXCLUDE (event_id, ord, obs, source_id, line, ts_utc))))) AS content
               FROM events
-              WHERE hash(event_id) IN (SELECT hash(event_id) FROM events GROUP BY 1
-                                       HAVING count(*) > 1 AND bool_or(source_id >= $1))))
+              -- counted only over the ids the new sources use: no hash table of the whole store
+              WHERE hash(event_id) IN (SELECT h FROM (SELECT hash(event_id) AS h FROM events) WHERE h IN (
+                                           SELECT hash(event_id) FROM events WHERE source_id >= $1)
+                                       GROUP BY h HAVING count(*) > 1)))
     WHERE obs > first);
 
 -- name: id_conflicts

@@ -1,0 +1,156 @@
+"""The store's typed append: Python records the stage query's fast path would take, handed to it
+as Arrow columns instead of JSON text (``Store.append_records``, the live doors' writer).
+
+A record qualifies only when the stage's fast path surely takes its JSON line (every member a
+canonical field named as in the contract, no null, typed values with nothing to fix, no optional
+field of SPEC sections 7 and 8) and JSON would carry its values unchanged: strings that are not
+blank and cannot be read as an object or array, integers in 64 bits, finite floats, ``attrs`` an
+object of plain JSON values. Its columns are what the fast path reads from that line; the stage
+query then computes ``ts``, ``ts_utc``, the derived ``event_id`` and the accounting from them
+exactly as for the line. Every other record goes the JSON way, through the normalizer.
+tests/test_store_typed.py pins the result to the careful store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .normalize import _payload_key, redact
+from .vocabulary import CORE_KINDS, EFFECT_KINDS, FIELDS, KINDS, REPORTERS, SINK_RESULTS
+
+_KINDS = frozenset(k for k in KINDS if k in CORE_KINDS)  # the stage's $kinds
+_EFFECT_KINDS = frozenset(EFFECT_KINDS)
+_SINK_RESULTS = frozenset(SINK_RESULTS)
+_REPORTERS = frozenset(REPORTERS)
+_TEXT = ("workflow_key", "worker", "effect_key", "sink", "step_id", "event_id")
+_ALLOWED = frozenset(("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",
+                      "reporter", "step_id", "ts", "event_id", "attrs"))
+assert _ALLOWED - {"attrs"} <= set(FIELDS)
+_MAX, _MIN = (1 << 63) - 1, -(1 << 63)
+_DEPTH = 32
+COLUMNS = ("line", "pos", "seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",
+           "reporter", "step_id", "ts", "event_id", "attrs")
+
+
+def _text(v: Any) -> bool:
+    """A string the fast path keeps as written (DuckDB's trim removes spaces only: strip is stricter)."""
+    return type(v) is str and v.strip() != "" and v[0] not in "{[" and "\x00" not in v
+
+
+def _plain(v: Any, depth: int) -> int:
+    """0 when ``v`` is not plain JSON that round-trips unchanged; 1 when it is; 2 when it also holds
+    a payload-like key (redaction rewrites it)."""
+    t = type(v)
+    if t is str:
+        return 1 if "\x00" not in v else 0
+    if t is bool or v is None:
+        return 1
+    if t is int:
+        return 1 if _MIN <= v <= _MAX else 0
+    if t is float:
+        return 1 if math.isfinite(v) else 0
+    if depth >= _DEPTH:
+        return 0
+    found = 1
+    if t is dict:
+        for k, x in v.items():
+            if type(k) is not str or "\x00" in k:
+                return 0
+            r = _plain(x, depth + 1)
+            if not r:
+                return 0
+            if r == 2 or _payload_key(k):
+                found = 2
+        return found
+    if t is list:
+        for x in v:
+            r = _plain(x, depth + 1)
+            if not r:
+                return 0
+            found = max(found, r)
+        return found
+    return 0
+
+
+_ATTRS_CACHE: dict[tuple, str | None] = {}
+
+
+def _attrs_text(attrs: dict[str, Any], keep_payloads: bool) -> str | None | bool:
+    """What the stage's ``auditor_attrs`` writes for this ``attrs`` object; False when the record
+    must take the JSON way. Flat objects of strings (a span name, a tool call id) are cached."""
+    flat = len(attrs) <= 4 and all(type(v) is str for v in attrs.values())
+    if flat:
+        key = (keep_payloads, *attrs.items())
+        hit = _ATTRS_CACHE.get(key)
+        if hit is not None:
+            return hit
+    r = _plain(attrs, 0)
+    if not r:
+        return False
+    if r == 2 and not keep_payloads:
+        attrs = redact(json.loads(json.dumps(attrs)), keep_payloads)  # redact rewrites in place: a copy
+    text = json.dumps(attrs, sort_keys=True, ensure_ascii=False) if attrs else None
+    if flat and text is not None:
+        if len(_ATTRS_CACHE) > 4096:
+            _ATTRS_CACHE.clear()
+        _ATTRS_CACHE[key] = text
+    return text
+
+
+def split(records: list[tuple[int, dict[str, Any]]], keep_payloads: bool
+          ) -> tuple[dict[str, list], list[tuple[int, int, dict[str, Any]]]]:
+    """``records`` -> (typed columns by ``COLUMNS``, the rest as ``(line, pos, record)``); ``pos``
+    is the record's 1-based place in ``records``, as the JSON way numbers it."""
+    cols: dict[str, list] = {c: [] for c in COLUMNS}
+    (c_line, c_pos, c_seq, c_key, c_kind, c_epoch, c_worker, c_effect, c_sink, c_sr, c_rep, c_step, c_ts, c_id,
+     c_attrs) = cols.values()
+    rest = []
+    allowed = _ALLOWED
+    for pos, (line, rec) in enumerate(records, 1):
+        get = rec.get
+        kind, seq, epoch = get("kind"), get("seq"), get("epoch")
+        attrs = get("attrs")
+        ok = (type(rec) is dict and kind in _KINDS and type(kind) is str and allowed.issuperset(rec)
+              and (seq is None or (type(seq) is int and _MIN <= seq <= _MAX))
+              and (type(epoch) is int and 0 <= epoch <= _MAX if kind != "outcome_verified"
+                   else epoch is None or (type(epoch) is int and _MIN <= epoch <= _MAX))
+              and None not in rec.values())
+        if ok:
+            for f in _TEXT:
+                v = get(f)
+                if v is not None and not _text(v):
+                    ok = False
+                    break
+        if ok and get("workflow_key") is None:
+            ok = False
+        effect_key, sink_result, reporter, ts = get("effect_key"), get("sink_result"), get("reporter"), get("ts")
+        if ok and ((effect_key is None and kind in _EFFECT_KINDS)
+                   or (sink_result is not None and (type(sink_result) is not str or sink_result not in _SINK_RESULTS))
+                   or (reporter is not None and (type(reporter) is not str or reporter not in _REPORTERS))
+                   or (ts is not None and (type(ts) is not str or "\x00" in ts))):
+            ok = False
+        text = None
+        if ok and attrs is not None:
+            text = _attrs_text(attrs, keep_payloads) if type(attrs) is dict else False
+            ok = text is not False
+        if not ok:
+            rest.append((line, pos, rec))
+            continue
+        c_line.append(line)
+        c_pos.append(pos)
+        c_seq.append(seq)
+        c_key.append(get("workflow_key"))
+        c_kind.append(kind)
+        c_epoch.append(None if kind == "outcome_verified" else epoch)
+        c_worker.append(get("worker") or "unknown")
+        c_effect.append(effect_key)
+        c_sink.append(get("sink"))
+        c_sr.append(sink_result if kind == "effect_attempted" else None)
+        c_rep.append(reporter)
+        c_step.append(get("step_id"))
+        c_ts.append(ts)
+        c_id.append(get("event_id"))
+        c_attrs.append(text)
+    return cols, rest
