@@ -15,6 +15,7 @@ an exception of the host.
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 import heapq
 import itertools
 import logging
@@ -48,7 +49,7 @@ FindingCallback = Callable[[Finding], None]
 WARNINGS_PER_MINUTE = 10
 
 
-class LiveAudit(StoreWriter):
+class LiveAudit(StoreWriter, ABC):
     """The worker, reorder window, detector, alerts and persistence behind every live door.
 
     A door subclass calls ``_enqueue(item)`` from application threads and provides
@@ -182,8 +183,9 @@ class LiveAudit(StoreWriter):
     def _fast_events(self, item: Any) -> list[LiveEvent] | None:
         return None
 
+    @abstractmethod
     def _records_of(self, item: Any) -> list[dict[str, Any]]:
-        raise NotImplementedError
+        """The canonical records of one queued item; every door (spans, log records) says how."""
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Audit (and persist) every span ended before this call; False if ``timeout_millis`` passes first."""
