@@ -77,11 +77,15 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     summary = store.input_summary()
     if require_events:
         check_events(summary)
-    found = detect_and_explain(store)
+    # The two whole-store queries first, while the Python side holds nothing: after detection,
+    # DuckDB's buffers would grow back on top of a million findings, incidents and summaries.
     health = lease_health(store.con, by, heartbeat_misses)
+    conflicts = store.id_conflicts()
+    store.shrink()
+    found = detect_and_explain(store)
     result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
                          findings=found.findings, incidents=found.incidents,
-                         diagnostics=with_conflicts(found.diagnostics, store.id_conflicts() + list(health.diagnostics)),
+                         diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
                          fail_on=Grade(fail_on), session=AuditSession(store),
                          allow_quarantined=allow_quarantined, lease_health=health)
     result = narrow(result, scope)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .normalize import when
+
 if TYPE_CHECKING:
     from .model import Finding
 
@@ -193,31 +195,6 @@ def as_event(**fields: Any) -> Any:
 # stale finding the event made (or None) and the tracker's verdict, and ``compensated`` on the
 # double commits that ``KeyAuthority.compensate`` pairs with a compensation record.
 
-
-def when(ts: Any) -> datetime | None:
-    """An event's ``ts`` as an aware datetime: a datetime, OTel nanoseconds, RFC 3339 text, or
-    epoch seconds / milliseconds text (the normalizer's rule); None when it is none of these."""
-    from datetime import timezone
-
-    if ts is None or isinstance(ts, datetime):
-        return ts if ts is None or ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-    if isinstance(ts, int):
-        return datetime.fromtimestamp(ts / 1e9, tz=timezone.utc)
-    text = str(ts).strip()
-    try:
-        number = float(text)
-    except ValueError:
-        try:
-            t = datetime.fromisoformat(text)
-        except ValueError:
-            return None
-        return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-    from .vocabulary import TS_MILLIS_FROM
-
-    try:
-        return datetime.fromtimestamp(number / 1000 if abs(number) >= TS_MILLIS_FROM else number, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None
 
 
 class _Fed:

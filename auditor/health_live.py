@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from .health import DEFAULT_BY
 from .model import Event, Kind
-from .otel.convert import instant
+from .normalize import instant
 from .vocabulary import EPOCH_OPTIONAL_KINDS
 
 #: Where a duration was measured: the ``auditor.measured_at`` attribute of the two histograms.

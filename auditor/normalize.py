@@ -260,6 +260,40 @@ def _choice(v: Any, allowed: tuple[str, ...]) -> str | None:
     return text if text in allowed else None
 
 
+def instant(text: str | None) -> "datetime | None":
+    """RFC 3339 text as the store reads an instant: an aware datetime, UTC when no offset is
+    given; None when it does not parse (DuckDB's cast drops it)."""
+    if text is None:
+        return None
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def when(ts: Any) -> "datetime | None":
+    """An event's ``ts`` as an aware datetime: a datetime, OTel nanoseconds, RFC 3339 text, or
+    epoch seconds / milliseconds text (the rule of ``ts``); None when it is none of these."""
+    from datetime import datetime, timezone
+
+    if ts is None or isinstance(ts, datetime):
+        return ts if ts is None or ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    if isinstance(ts, int):
+        return datetime.fromtimestamp(ts / 1e9, tz=timezone.utc)
+    text = str(ts).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return instant(text)
+    try:
+        return datetime.fromtimestamp(number / 1000 if abs(number) >= TS_MILLIS_FROM else number, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def _instant(v: Any) -> str | None:
     """An instant field (``lease_until``, ``expires_at``) as text DuckDB casts to TIMESTAMPTZ:
     as written, or epoch seconds/milliseconds (the rule of ``ts``) written out in UTC."""

@@ -130,7 +130,7 @@ class AuditResult:
     def verdict(self) -> Verdict:
         """``fail`` at or above ``fail_on``; else ``incomplete`` when more than
         ``allow_quarantined`` lines were lost (a pass cannot be claimed); else ``pass``."""
-        if self.failing:
+        if any(f.grade.at_least(self.fail_on) for f in self.findings):  # the first one decides
             return Verdict.FAIL
         return Verdict.INCOMPLETE if self.lost > self.allow_quarantined else Verdict.PASS
 

@@ -6,6 +6,7 @@ process so that start-up, imports and peak memory are counted the way a user mee
 
   (a) the floor: DuckDB's ``read_json`` over the same file, touching every event column;
   (b) ``auditor audit FILE --json OUT``, end to end, as a user runs it;
+  (a) and (b) alternate ``--repeat`` times (3 by default) and the median of each is reported;
   (c) a plain pure-Python reference: ``json.loads`` per line, the events sorted per workflow key
       in seq order, and the incremental detector (``auditor.detect.live``), whose state per key is
       essentially the highest epoch acquired so far;
@@ -141,6 +142,8 @@ class Row:
     phases: dict[str, float] = field(default_factory=dict)
     careful: Run | None = None
     same_document: bool | None = None  # (b)'s JSON document byte-identical to (f)'s
+    floor_runs: list[float] = field(default_factory=list)  # every run's seconds; floor is the median
+    audit_runs: list[float] = field(default_factory=list)
 
     @property
     def b_over_a(self) -> float:
@@ -179,6 +182,12 @@ def measure(cmd: list[str], stdout=subprocess.DEVNULL, env: dict | None = None) 
     proc.returncode = os.waitstatus_to_exitcode(status)
     return Run(round(elapsed, 3), round(usage.ru_utime + usage.ru_stime, 3), round(peak_kb / 1024, 1),
                proc.returncode)
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The run of median wall time (the lower middle of an even count), with the highest peak RSS."""
+    middle = sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
+    return Run(middle.seconds, middle.cpu_seconds, max(r.peak_rss_mb for r in runs), middle.exit_code)
 
 
 def generate(directory: Path, events: int, seed: int, workflows: int | None, disorder: float) -> tuple[Path, dict]:
@@ -223,19 +232,25 @@ def bench_size(args, events: int) -> Row:
     stem = args.dir / log.stem
     say(f"{events:,} events, {meta['bytes'] / 1e9:.2f} GB, {meta['workflows']:,} workflow keys")
 
-    say("  (a) DuckDB read_json floor ...")
-    with open(f"{stem}.floor.out", "w") as out:
-        floor = measure([sys.executable, "-c", FLOOR, str(log), json.dumps(COLUMNS)], stdout=out)
-    rows = json.loads(Path(f"{stem}.floor.out").read_text())["rows"]
-    if floor.exit_code != 0 or rows != meta["events"]:
-        sys.exit(f"the floor query failed or read {rows} rows, expected {meta['events']}")
-
-    say("  (b) auditor audit ...")
+    # (a) and (b) alternate, --repeat times, so a shared machine's load falls on both alike; the
+    # median run of each is reported (peak RSS: the highest of the runs).
+    floors, audits = [], []
     audit_json = Path(f"{stem}.audit.json")
-    with open(f"{stem}.audit.txt", "w") as out:
-        audit = measure(auditor_command() + ["audit", str(log), "--json", str(audit_json)], stdout=out)
-    if audit.exit_code not in (0, 1):
-        sys.exit(f"auditor audit failed (exit {audit.exit_code}); see {stem}.audit.txt")
+    for i in range(args.repeat):
+        say(f"  (a) DuckDB read_json floor, run {i + 1} of {args.repeat} ...")
+        with open(f"{stem}.floor.out", "w") as out:
+            floor = measure([sys.executable, "-c", FLOOR, str(log), json.dumps(COLUMNS)], stdout=out)
+        rows = json.loads(Path(f"{stem}.floor.out").read_text())["rows"]
+        if floor.exit_code != 0 or rows != meta["events"]:
+            sys.exit(f"the floor query failed or read {rows} rows, expected {meta['events']}")
+        floors.append(floor)
+        say(f"  (b) auditor audit, run {i + 1} of {args.repeat} ...")
+        with open(f"{stem}.audit.txt", "w") as out:
+            audit = measure(auditor_command() + ["audit", str(log), "--json", str(audit_json)], stdout=out)
+        if audit.exit_code not in (0, 1):
+            sys.exit(f"auditor audit failed (exit {audit.exit_code}); see {stem}.audit.txt")
+        audits.append(audit)
+    floor, audit = median_run(floors), median_run(audits)
 
     reference = None
     if not args.no_reference:
@@ -245,7 +260,8 @@ def bench_size(args, events: int) -> Row:
         if reference.exit_code != 0:
             sys.exit(f"the reference failed (exit {reference.exit_code})")
 
-    row = Row(events, meta["bytes"], meta["workflows"], meta["truth"], floor, audit, reference)
+    row = Row(events, meta["bytes"], meta["workflows"], meta["truth"], floor, audit, reference,
+              floor_runs=[r.seconds for r in floors], audit_runs=[r.seconds for r in audits])
     if not args.no_detect_only:
         say("  (d) DuckDB alone: load and detect.sql ...")
         with open(f"{stem}.detect_only.out", "w") as out:
@@ -455,6 +471,7 @@ def main() -> None:
     p.add_argument("--phases", action="store_true", help="add a diagnostic run timing (b)'s stages")
     p.add_argument("--careful", action="store_true",
                    help="add (f), the careful path, and compare its JSON document with (b)'s byte for byte")
+    p.add_argument("--repeat", type=int, default=3, help="runs of (a) and (b), alternating; the median is reported")
     p.add_argument("--cold-runs", type=int, default=5)
     p.add_argument("--keep", action="store_true", help="keep the audit's JSON document")
     p.add_argument("--save", type=Path, help="also write the measurements as JSON here")
@@ -470,12 +487,15 @@ def main() -> None:
     if args.careful_of:
         return run_careful(args.careful_of, args.out)
 
+    load_before = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     rows = [bench_size(args, n) for n in (args.events or [100_000])]
     cold = cold_start(args.cold_runs)
     print(f"machine: {machine()}")
-    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f}")
+    print(f"date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {load_before} at the start, "
+          f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min) at the end")
     print(table(rows))
     for r in rows:
+        print(f"{r.events:,}: runs (a) {r.floor_runs} s, (b) {r.audit_runs} s (medians above)")
         print(f"{r.events:,}: (a) cpu {r.floor.cpu_seconds:.1f}s rss {r.floor.peak_rss_mb:,.0f} MB; "
               f"(b) cpu {r.audit.cpu_seconds:.1f}s; (c) "
               + (f"cpu {r.reference.cpu_seconds:.1f}s rss {r.reference.peak_rss_mb:,.0f} MB" if r.reference else "-"))

@@ -10,12 +10,11 @@ record needs the checks.
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live import LiveEvent
 from ..model import Event, Kind, Reporter, SinkResult
-from ..normalize import Rejected, normalize
+from ..normalize import Rejected, instant, normalize
 from ..vocabulary import CORE_KINDS, DEFAULT, EFFECT_KINDS, OPTIONAL_FIELDS, Vocabulary
 from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
 
@@ -62,17 +61,6 @@ def event_from_record(rec: dict[str, Any], seq: int | None = None,
                  authority_id=out["authority_id"], expires_at=instant(out["expires_at"]),
                  scope=out["scope"], decision=out["decision"])
 
-
-def instant(text: str | None) -> "datetime | None":
-    """An instant field as the store reads it (an aware datetime, UTC when no offset is given);
-    None when it does not parse, as DuckDB's cast drops it."""
-    if text is None:
-        return None
-    try:
-        t = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
 def span_events(span: "ReadableSpan") -> list[LiveEvent] | None:
