@@ -125,3 +125,43 @@ def test_receiver_backpressure_is_429_with_retry_after_never_a_drop(receiver):
     assert [g[0] for g in got] == [200, 200, 429, 429]
     assert got[2][3] == {"Retry-After": "1"}
     assert receiver.refused == 2 and receiver.records == 4
+
+
+def decoder_pids(pid: int) -> list[int]:
+    """The server's decoder processes (spawned multiprocessing children, not its resource tracker)."""
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(k) for k in kids if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_a_decoder_killed_mid_run_loses_nothing(tmp_path):
+    """Requests are decoded in a separate process; when it dies, the receiver decodes them itself:
+    every record sent by the SDK's exporters is still accepted, audited and stored."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    db = tmp_path / "serve.duckdb"
+    server = subprocess.Popen([sys.executable, "-m", "auditor", "serve", "--port", str(port), "--db", str(db), "-q",
+                               "--decoders", "1"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_healthy(url, server)
+        (decoder,) = decoder_pids(server.pid)
+        assert get(url + "/healthz")["decoders"] == 1
+        os.kill(decoder, signal.SIGKILL)
+        out = tmp_path / "a.jsonl"
+        sender = subprocess.Popen([sys.executable, "-m", "tests.otlp_sender", url, "beta-gamma", "10", str(out)],
+                                  cwd=ROOT)
+        assert sender.wait(120) == 0
+        sent = len(out.read_text().splitlines())
+        deadline = time.monotonic() + 30
+        while get(url + "/healthz")["records"] < sent:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        doc = json.loads(render_json(audit([out])))
+        assert summary(get(url + "/findings")) == summary(doc["findings"])
+        health = get(url + "/healthz")
+        assert health["records"] == sent and health["decoders"] == 0 and health["unmapped"] == 0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    assert server.returncode in (0, -signal.SIGTERM), server.stderr.read()
+    assert summary(json.loads(render_json(report(db)))["findings"]) == summary(doc["findings"])
