@@ -61,6 +61,7 @@ class ServeConfig:
     reorder_window_millis: float = 1000.0
     max_workflow_keys: int = 100_000
     decoders: int = 0
+    persist_batch: int = 16_384
 
 
 class Receiver:
@@ -81,6 +82,10 @@ class Receiver:
         self.audit = _RecordAudit(db=self.db, vocabulary=config.vocabulary, max_queue_size=config.max_queue,
                                   reorder_window_millis=config.reorder_window_millis,
                                   max_workflow_keys=config.max_workflow_keys, source_name="otlp:serve",
+                                  # an item is a request (up to thousands of records): the writer
+                                  # appends big batches and runs beside the worker, not in turn
+                                  persist_batch=config.persist_batch,
+                                  max_unwritten=4 * config.persist_batch,
                                   logger=logging.getLogger("auditor.otel"))
         self.records = 0
         self.refused = 0

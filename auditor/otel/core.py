@@ -89,7 +89,8 @@ class LiveAudit(StoreWriter, ABC):
                  max_findings: int = 10_000, source_name: str | None = None,
                  logger: logging.Logger | None = None,
                  vocabulary: Vocabulary | str | os.PathLike | None = None,
-                 lease_by: Iterable[str] | None = None) -> None:
+                 lease_by: Iterable[str] | None = None, persist_batch: int | None = None,
+                 max_unwritten: int | None = None) -> None:
         if max_queue_size <= 0:
             raise ValueError("max_queue_size must be a positive integer")
         self._lease_by = None if lease_by is None else tuple(lease_by)
@@ -104,6 +105,11 @@ class LiveAudit(StoreWriter, ABC):
         self._persist_interval = persist_interval_millis / 1e3
         self._source_name = source_name
         self._batch_wake = max(1, max_queue_size // 4)
+        # Records, not items (a door whose item is a whole request says how many): the worker hands
+        # the store writer what it gathered once ``persist_batch`` wait, and waits for the writer
+        # when more than ``max_unwritten`` are not yet written.
+        self._persist_batch = persist_batch or max_queue_size
+        self._max_unwritten = max_unwritten or 8 * max_queue_size
         self._metrics = Metrics(meter_provider, self)
 
         self._max_keys = max_workflow_keys
@@ -286,7 +292,7 @@ class LiveAudit(StoreWriter, ABC):
         if len(self._observed) > self._max_keys:
             self._observed.clear()
         if self._db is not None and (flush or now - self._last_persist >= self._persist_interval
-                                     or len(self._records) >= self._max_queue_size):
+                                     or len(self._records) >= self._persist_batch):
             self._persist(force=flush)
         if self.dropped_spans and "dropped" not in self._logged:
             self._once("dropped", "auditor: span queue full (max_queue_size=%d): ownership spans are being "

@@ -21,13 +21,14 @@ class StoreWriter:
     def _persist(self, force: bool) -> None:
         """Hand the records gathered so far to the store writer (a thread of its own, so the audit
         worker keeps draining the queue while DuckDB writes); ``force`` waits until they are
-        written. When the writer falls more than ``8 * max_queue_size`` records behind, the audit
-        worker waits for it: the queue then fills and drops are counted, memory stays bounded."""
+        written. When the writer falls more than ``max_unwritten`` records behind (default
+        ``8 * max_queue_size``), the audit worker waits for it: the queue then fills and drops are
+        counted (or refused, in serve), memory stays bounded."""
         if self._records:
             batch, self._records = self._records, []
             with self._write_lock:
                 self._unwritten += len(batch)
-                behind = self._unwritten > 8 * self._max_queue_size
+                behind = self._unwritten > self._max_unwritten
             self._writes.put(batch)
             self._last_persist = time.monotonic()
             if behind and not force:
@@ -72,7 +73,7 @@ class StoreWriter:
                 store.append_records(self._store_source(), batch)
             self.persisted += len(batch)
         except StoreLocked:
-            overflow = len(batch) - 4 * self._max_queue_size
+            overflow = len(batch) - self._max_unwritten // 2
             if overflow > 0:
                 del batch[:overflow]
                 self.persist_failures += overflow
