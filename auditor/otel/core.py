@@ -157,6 +157,8 @@ class LiveAudit(StoreWriter, ABC):
         self._reset_once = Once()
         self._reported = (0,) * 7
         self._writes: queue.Queue = queue.Queue()
+        self._store = None  # the store writer's open Store (persist.py), None while closed
+        self._store_opened = 0.0
         self._write_lock = threading.Lock()
         self._unwritten = 0
         if self._db is not None:
@@ -239,6 +241,8 @@ class LiveAudit(StoreWriter, ABC):
                         self._report(self.detector.finish())
                         self._persist(force=True)
                         self._writes.put(None)
+                        if self._db is not None:
+                            self._writes.join()  # the writer has closed the store (a checkpoint)
                         self._publish_counts()
                 except Exception:  # noqa: BLE001 - keep auditing whatever comes next
                     self._once("cycle", "auditor: the live audit failed on a batch of spans", exc_info=True)
