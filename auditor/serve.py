@@ -93,6 +93,7 @@ class Receiver:
         self._lock = threading.Lock()
         self._closed = False
         self._decoding = 0
+        _warm_store()  # paid now, not by the first append under load (a second of GIL)
         self._pool = _decoder_pool(config.decoders) if config.decoders > 0 else None
         from opentelemetry.metrics import get_meter_provider
 
@@ -266,6 +267,16 @@ def _decoder_pool(workers: int):
     for f in [pool.submit(_decoder_ready) for _ in range(workers)]:
         f.result(timeout=120)
     return pool
+
+
+def _warm_store() -> None:
+    """One record through a scratch store: the modules the store writer imports on first use
+    (pyarrow.compute, pandas behind ``pa.array``, DuckDB's own) load now, not under the first load."""
+    from .store import Store
+
+    with Store() as store:
+        store.append_records("warm-up", [(1, {"workflow_key": "k", "kind": "progress", "epoch": 1, "seq": 1,
+                                              "worker": "w", "ts": "2026-01-01T00:00:00Z", "attrs": {"a": "b"}})])
 
 
 def _decoder_init() -> None:
