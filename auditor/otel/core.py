@@ -62,8 +62,9 @@ class LiveAudit(StoreWriter, ABC):
     attempt waits for its outcome; ``shutdown`` reports the ones still open. Each alert is also
     logged as a warning on ``auditor.otel`` with its witness sentence; every finding is counted on
     the meter (``meter_provider``, else the global one). With ``db`` the canonical records are
-    appended to that DuckDB store in batches (opened per append, so ``auditor report --db`` can
-    run in between; a locked store is retried on the next cycle).
+    appended to that DuckDB store in batches (kept open while appends keep coming and closed once
+    they pause, ``persist.HOLD_IDLE``, so ``auditor report --db`` can run in between; a locked
+    store is retried on the next cycle).
 
     Memory is bounded: ``max_queue_size`` items wait for the worker (excess items are refused,
     counted in ``dropped_spans`` and logged once); the detector keeps state for at most
