@@ -165,3 +165,40 @@ def test_a_decoder_killed_mid_run_loses_nothing(tmp_path):
         server.wait(60)
     assert server.returncode in (0, -signal.SIGTERM), server.stderr.read()
     assert summary(json.loads(render_json(report(db)))["findings"]) == summary(doc["findings"])
+
+
+def post(url: str, body: bytes, ctype: str, encoding: str = "") -> tuple[int, bytes]:
+    headers = {"Content-Type": ctype, **({"Content-Encoding": encoding} if encoding else {})}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_decoder_process_answers_as_the_receiver_does(tmp_path):
+    """JSON, gzip and every refusal, decoded in the decoder process, get the receiver's answers."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "auditor", "serve", "--port", str(port), "--db",
+                               str(tmp_path / "serve.duckdb"), "-q", "--decoders", "1", "--max-body-mb", "1"],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_healthy(url, server)
+        body = json.dumps(SPAN).encode()
+        traces = url + "/v1/traces"
+        assert post(traces, body, "application/json") == (200, b"{}")
+        assert post(traces, gzip.compress(body), "application/json", "gzip")[0] == 200
+        assert post(traces, b"nope", "application/json")[0] == 400
+        assert post(traces, b"\xff\x00garbage", "application/x-protobuf")[0] == 400
+        assert post(traces, b"nope", "application/json", "gzip")[0] == 400
+        assert post(traces, body, "application/json", "br")[0] == 415
+        assert post(traces, gzip.compress(b" " * (2 << 20)), "application/json", "gzip")[0] == 413
+        assert post(traces, body, "text/plain")[0] == 415
+        assert [(f["grade"], f["seq"]) for f in get(url + "/findings")] == [("stale_commit", 2)]
+        health = get(url + "/healthz")
+        assert health["decoders"] == 1 and health["records"] == 4 and health["refused_requests"] == 0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    assert server.returncode in (0, -signal.SIGTERM), server.stderr.read()
