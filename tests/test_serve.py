@@ -21,6 +21,7 @@ import pytest
 from auditor import audit, report
 from auditor.render.json import render_json
 from auditor.serve import Receiver, ServeConfig
+from auditor.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -202,3 +203,28 @@ def test_decoder_process_answers_as_the_receiver_does(tmp_path):
         server.send_signal(signal.SIGTERM)
         server.wait(60)
     assert server.returncode in (0, -signal.SIGTERM), server.stderr.read()
+
+
+def test_store_held_open_keeps_the_receivers_vocabulary(tmp_path):
+    """GET /findings opens the store in this process with the default vocabulary while the writer
+    may hold it open: appends after it still use serve's --map vocabulary (nothing quarantined)."""
+    vocab = tmp_path / "team.toml"
+    vocab.write_text('[kinds]\njob_done = "progress"\n')
+    r = Receiver(ServeConfig(db=tmp_path / "v.duckdb", vocabulary=vocab))
+    try:
+        def span(seq: int) -> bytes:
+            return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+                {"traceId": "0" * 31 + "1", "spanId": f"{seq:016x}", "name": "job", "attributes": [
+                    {"key": "ownership.workflow_key", "value": {"stringValue": "k"}},
+                    {"key": "ownership.epoch", "value": {"intValue": "1"}}],
+                 "events": [{"name": "ownership.job_done", "attributes": [
+                     {"key": "ownership.seq", "value": {"intValue": str(seq)}}]}]}]}]}]}).encode()
+
+        for seq in range(1, 6):
+            assert r.accept("traces", span(seq), "application/json", "")[0] == 200
+            assert r.document_list("findings") == b"[]"  # a report between appends, store held open
+        with Store(r.db, read_only=True) as store:
+            summary_ = store.input_summary()
+        assert (summary_.events, summary_.quarantined) == (5, 0)
+    finally:
+        r.close()

@@ -95,6 +95,9 @@ class StoreWriter:
             if self._store is None:
                 self._store = Store(self._db, lock_timeout=2.0 if self._stop else 0.2, vocabulary=self._vocabulary)
                 self._store_opened = time.monotonic()
+            # A Store opened on this file meanwhile in this process (GET /findings' report) shares
+            # the database and put its own vocabulary in the shared box: ours again, per append.
+            self._store.vocabulary = self._vocabulary
             self._store.append_records(self._store_source(), batch)
             self.persisted += len(batch)
         except StoreLocked:
