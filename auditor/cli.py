@@ -189,6 +189,8 @@ def serve(
     max_queue: int = typer.Option(64, "--max-queue", metavar="N", min=1,
                                   help="Requests waiting for the audit before 429 Too Many Requests."),
     max_body: int = typer.Option(16, "--max-body-mb", metavar="MB", min=1, help="Largest request body, decompressed."),
+    decoders: int = typer.Option(1, "--decoders", metavar="N", min=0,
+                                 help="Processes decoding requests beside the receiver (0: in the receiver)."),
     quiet: bool = QUIET,
 ) -> None:
     """Receive OTLP/HTTP spans and log records (POST /v1/traces, /v1/logs) and audit them live."""
@@ -213,7 +215,8 @@ def serve(
         # The server shuts down gracefully on SIGINT/SIGTERM (flushing the store) and then ends
         # by the signal, as uvicorn does: the batch commands' one-line handling is not for it.
         default_signals()
-        run(ServeConfig(db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20),
+        run(ServeConfig(db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20,
+                       decoders=decoders),
             host=host, port=port)
 
 

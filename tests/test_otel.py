@@ -730,3 +730,22 @@ def test_authority_attributes_audited_live_as_in_the_store(tmp_path):
         assert [f.to_dict() for f in stored.findings] == [
             {**f.to_dict(), "file": stored.findings[0].file, "line": stored.findings[0].line}
             for f in processor.findings]
+
+
+def test_store_writer_lets_other_processes_in_when_idle(tmp_path):
+    """The writer keeps the store open while appends keep coming, and closes it (a checkpoint)
+    once idle: another process can then report from the file while the processor still runs."""
+    from auditor.otel.persist import HOLD_IDLE
+
+    db = tmp_path / "live.duckdb"
+    processor = AuditSpanProcessor(db=db, reorder_window_millis=0, schedule_delay_millis=20)
+    provider = provider_with(processor)
+    record_seed(provider, None)
+    assert processor.force_flush(10_000) is True
+    time.sleep(HOLD_IDLE + 1.0)
+    done = run_cli("report", "--db", str(db), "--json", "-")
+    assert done.returncode == 1, done.stderr  # findings: exit code 1, the document on stdout
+    assert sorted((f["grade"], f["seq"]) for f in json.loads(done.stdout)["findings"]) == sorted(
+        (g, s) for g, _k, s in SEED_FINDINGS)
+    provider.shutdown()
+    assert processor.persisted == len(SEED) and processor.persist_failures == 0

@@ -21,6 +21,7 @@ import pytest
 from auditor import audit, report
 from auditor.render.json import render_json
 from auditor.serve import Receiver, ServeConfig
+from auditor.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,3 +126,105 @@ def test_receiver_backpressure_is_429_with_retry_after_never_a_drop(receiver):
     assert [g[0] for g in got] == [200, 200, 429, 429]
     assert got[2][3] == {"Retry-After": "1"}
     assert receiver.refused == 2 and receiver.records == 4
+
+
+def decoder_pids(pid: int) -> list[int]:
+    """The server's decoder processes (spawned multiprocessing children, not its resource tracker)."""
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [int(k) for k in kids if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
+def test_a_decoder_killed_mid_run_loses_nothing(tmp_path):
+    """Requests are decoded in a separate process; when it dies, the receiver decodes them itself:
+    every record sent by the SDK's exporters is still accepted, audited and stored."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    db = tmp_path / "serve.duckdb"
+    server = subprocess.Popen([sys.executable, "-m", "auditor", "serve", "--port", str(port), "--db", str(db), "-q",
+                               "--decoders", "1"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_healthy(url, server)
+        (decoder,) = decoder_pids(server.pid)
+        assert get(url + "/healthz")["decoders"] == 1
+        os.kill(decoder, signal.SIGKILL)
+        out = tmp_path / "a.jsonl"
+        sender = subprocess.Popen([sys.executable, "-m", "tests.otlp_sender", url, "beta-gamma", "10", str(out)],
+                                  cwd=ROOT)
+        assert sender.wait(120) == 0
+        sent = len(out.read_text().splitlines())
+        deadline = time.monotonic() + 30
+        while get(url + "/healthz")["records"] < sent:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        doc = json.loads(render_json(audit([out])))
+        assert summary(get(url + "/findings")) == summary(doc["findings"])
+        health = get(url + "/healthz")
+        assert health["records"] == sent and health["decoders"] == 0 and health["unmapped"] == 0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    assert server.returncode in (0, -signal.SIGTERM), server.stderr.read()
+    assert summary(json.loads(render_json(report(db)))["findings"]) == summary(doc["findings"])
+
+
+def post(url: str, body: bytes, ctype: str, encoding: str = "") -> tuple[int, bytes]:
+    headers = {"Content-Type": ctype, **({"Content-Encoding": encoding} if encoding else {})}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, body, headers), timeout=60) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_decoder_process_answers_as_the_receiver_does(tmp_path):
+    """JSON, gzip and every refusal, decoded in the decoder process, get the receiver's answers."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "auditor", "serve", "--port", str(port), "--db",
+                               str(tmp_path / "serve.duckdb"), "-q", "--decoders", "1", "--max-body-mb", "1"],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_healthy(url, server)
+        body = json.dumps(SPAN).encode()
+        traces = url + "/v1/traces"
+        assert post(traces, body, "application/json") == (200, b"{}")
+        assert post(traces, gzip.compress(body), "application/json", "gzip")[0] == 200
+        assert post(traces, b"nope", "application/json")[0] == 400
+        assert post(traces, b"\xff\x00garbage", "application/x-protobuf")[0] == 400
+        assert post(traces, b"nope", "application/json", "gzip")[0] == 400
+        assert post(traces, body, "application/json", "br")[0] == 415
+        assert post(traces, gzip.compress(b" " * (2 << 20)), "application/json", "gzip")[0] == 413
+        assert post(traces, body, "text/plain")[0] == 415
+        assert [(f["grade"], f["seq"]) for f in get(url + "/findings")] == [("stale_commit", 2)]
+        health = get(url + "/healthz")
+        assert health["decoders"] == 1 and health["records"] == 4 and health["refused_requests"] == 0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+    assert server.returncode in (0, -signal.SIGTERM), server.stderr.read()
+
+
+def test_store_held_open_keeps_the_receivers_vocabulary(tmp_path):
+    """GET /findings opens the store in this process with the default vocabulary while the writer
+    may hold it open: appends after it still use serve's --map vocabulary (nothing quarantined)."""
+    vocab = tmp_path / "team.toml"
+    vocab.write_text('[kinds]\njob_done = "progress"\n')
+    r = Receiver(ServeConfig(db=tmp_path / "v.duckdb", vocabulary=vocab))
+    try:
+        def span(seq: int) -> bytes:
+            return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+                {"traceId": "0" * 31 + "1", "spanId": f"{seq:016x}", "name": "job", "attributes": [
+                    {"key": "ownership.workflow_key", "value": {"stringValue": "k"}},
+                    {"key": "ownership.epoch", "value": {"intValue": "1"}}],
+                 "events": [{"name": "ownership.job_done", "attributes": [
+                     {"key": "ownership.seq", "value": {"intValue": str(seq)}}]}]}]}]}]}).encode()
+
+        for seq in range(1, 6):
+            assert r.accept("traces", span(seq), "application/json", "")[0] == 200
+            assert r.document_list("findings") == b"[]"  # a report between appends, store held open
+        with Store(r.db, read_only=True) as store:
+            summary_ = store.input_summary()
+        assert (summary_.events, summary_.quarantined) == (5, 0)
+    finally:
+        r.close()

@@ -126,6 +126,7 @@ def record_event(rec: dict[str, Any]) -> LiveEvent | None:
 
 
 _CAPPED = {"otel.capped": True}
+_OPTIONAL = frozenset(OPTIONAL_FIELDS)
 _MAX = (1 << 63) - 1
 _MIN = -(1 << 63)
 
@@ -141,8 +142,8 @@ def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | str | None, capped
         return None
     if kind is None or type(key) is not str or type(s) is not int or s < _MIN or s > _MAX or not key.strip():
         return None
-    if kind_name not in CORE_KINDS or any(get(f) is not None for f in OPTIONAL_FIELDS):
-        return None  # sections 7 and 8 take the checked path
+    if kind_name not in CORE_KINDS or (not _OPTIONAL.isdisjoint(f) and any(get(x) is not None for x in _OPTIONAL)):
+        return None  # sections 7 and 8 take the checked path (a field set to None is absent)
     effect_key, worker, sink, step_id = get("effect_key"), get("worker"), get("sink"), get("step_id")
     # A blank string is an absent field (normalize's rule): such a record takes the checked path.
     if not ((effect_key is None or (type(effect_key) is str and effect_key.strip()))

@@ -62,8 +62,9 @@ class LiveAudit(StoreWriter, ABC):
     attempt waits for its outcome; ``shutdown`` reports the ones still open. Each alert is also
     logged as a warning on ``auditor.otel`` with its witness sentence; every finding is counted on
     the meter (``meter_provider``, else the global one). With ``db`` the canonical records are
-    appended to that DuckDB store in batches (opened per append, so ``auditor report --db`` can
-    run in between; a locked store is retried on the next cycle).
+    appended to that DuckDB store in batches (kept open while appends keep coming and closed once
+    they pause, ``persist.HOLD_IDLE``, so ``auditor report --db`` can run in between; a locked
+    store is retried on the next cycle).
 
     Memory is bounded: ``max_queue_size`` items wait for the worker (excess items are refused,
     counted in ``dropped_spans`` and logged once); the detector keeps state for at most
@@ -89,7 +90,8 @@ class LiveAudit(StoreWriter, ABC):
                  max_findings: int = 10_000, source_name: str | None = None,
                  logger: logging.Logger | None = None,
                  vocabulary: Vocabulary | str | os.PathLike | None = None,
-                 lease_by: Iterable[str] | None = None) -> None:
+                 lease_by: Iterable[str] | None = None, persist_batch: int | None = None,
+                 max_unwritten: int | None = None) -> None:
         if max_queue_size <= 0:
             raise ValueError("max_queue_size must be a positive integer")
         self._lease_by = None if lease_by is None else tuple(lease_by)
@@ -104,6 +106,11 @@ class LiveAudit(StoreWriter, ABC):
         self._persist_interval = persist_interval_millis / 1e3
         self._source_name = source_name
         self._batch_wake = max(1, max_queue_size // 4)
+        # Records, not items (a door whose item is a whole request says how many): the worker hands
+        # the store writer what it gathered once ``persist_batch`` wait, and waits for the writer
+        # when more than ``max_unwritten`` are not yet written.
+        self._persist_batch = persist_batch or max_queue_size
+        self._max_unwritten = max_unwritten or 8 * max_queue_size
         self._metrics = Metrics(meter_provider, self)
 
         self._max_keys = max_workflow_keys
@@ -151,6 +158,8 @@ class LiveAudit(StoreWriter, ABC):
         self._reset_once = Once()
         self._reported = (0,) * 7
         self._writes: queue.Queue = queue.Queue()
+        self._store = None  # the store writer's open Store (persist.py), None while closed
+        self._store_opened = 0.0
         self._write_lock = threading.Lock()
         self._unwritten = 0
         if self._db is not None:
@@ -233,6 +242,8 @@ class LiveAudit(StoreWriter, ABC):
                         self._report(self.detector.finish())
                         self._persist(force=True)
                         self._writes.put(None)
+                        if self._db is not None:
+                            self._writes.join()  # the writer has closed the store (a checkpoint)
                         self._publish_counts()
                 except Exception:  # noqa: BLE001 - keep auditing whatever comes next
                     self._once("cycle", "auditor: the live audit failed on a batch of spans", exc_info=True)
@@ -286,7 +297,7 @@ class LiveAudit(StoreWriter, ABC):
         if len(self._observed) > self._max_keys:
             self._observed.clear()
         if self._db is not None and (flush or now - self._last_persist >= self._persist_interval
-                                     or len(self._records) >= self._max_queue_size):
+                                     or len(self._records) >= self._persist_batch):
             self._persist(force=flush)
         if self.dropped_spans and "dropped" not in self._logged:
             self._once("dropped", "auditor: span queue full (max_queue_size=%d): ownership spans are being "

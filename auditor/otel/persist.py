@@ -1,6 +1,10 @@
 """The live audit's store writer: records handed to a thread of its own that appends them to the
 DuckDB store (``db=``), batching what waits and retrying while another process holds the file.
 
+The store stays open between appends while they keep coming: it is closed (which checkpoints it
+and lets another process open the file) once no batch has come for ``HOLD_IDLE`` seconds, and at
+least every ``HOLD_MAX`` seconds. Opening and checkpointing per append cost more than the append.
+
 A mixin of ``core.LiveAudit``, which owns the state it reads (``_records``, ``_writes``,
 ``_write_lock``, ``_unwritten``, the counters); split from ``core.py`` along that seam.
 """
@@ -14,6 +18,9 @@ from typing import Any
 
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 
+HOLD_IDLE = 0.25
+HOLD_MAX = 2.0
+
 
 class StoreWriter:
     """Persistence for ``LiveAudit`` (see the module docstring)."""
@@ -21,13 +28,14 @@ class StoreWriter:
     def _persist(self, force: bool) -> None:
         """Hand the records gathered so far to the store writer (a thread of its own, so the audit
         worker keeps draining the queue while DuckDB writes); ``force`` waits until they are
-        written. When the writer falls more than ``8 * max_queue_size`` records behind, the audit
-        worker waits for it: the queue then fills and drops are counted, memory stays bounded."""
+        written. When the writer falls more than ``max_unwritten`` records behind (default
+        ``8 * max_queue_size``), the audit worker waits for it: the queue then fills and drops are
+        counted (or refused, in serve), memory stays bounded."""
         if self._records:
             batch, self._records = self._records, []
             with self._write_lock:
                 self._unwritten += len(batch)
-                behind = self._unwritten > 8 * self._max_queue_size
+                behind = self._unwritten > self._max_unwritten
             self._writes.put(batch)
             self._last_persist = time.monotonic()
             if behind and not force:
@@ -40,9 +48,14 @@ class StoreWriter:
         retry: list[tuple[int, dict[str, Any]]] = []
         try:
             while True:
-                batch = self._writes.get()
+                try:
+                    batch = self._writes.get(timeout=HOLD_IDLE if self._store is not None else None)
+                except queue.Empty:  # idle: checkpoint and let other processes in
+                    self._close_store()
+                    continue
                 try:
                     if batch is None:
+                        self._close_store()
                         self.persist_failures += len(retry)  # the store stayed locked to the end
                         return
                     while True:  # one append for everything waiting: batched writes
@@ -56,10 +69,21 @@ class StoreWriter:
                             break
                         batch += more
                     retry = self._write(retry + batch)
+                    if self._store is not None and time.monotonic() - self._store_opened >= HOLD_MAX:
+                        self._close_store()
                 finally:
                     self._writes.task_done()
         finally:
+            self._close_store()
             detach(token)
+
+    def _close_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            try:
+                store.close()
+            except Exception as e:  # noqa: BLE001 - what was appended is committed already
+                self._once("close:" + type(e).__name__, "auditor: could not close %s: %s", self._db, e)
 
     def _write(self, batch: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
         """Append ``batch`` to the store; return what must be retried (the store was locked)."""
@@ -68,11 +92,16 @@ class StoreWriter:
         with self._write_lock:
             self._unwritten -= len(batch)
         try:
-            with Store(self._db, lock_timeout=2.0 if self._stop else 0.2, vocabulary=self._vocabulary) as store:
-                store.append_records(self._store_source(), batch)
+            if self._store is None:
+                self._store = Store(self._db, lock_timeout=2.0 if self._stop else 0.2, vocabulary=self._vocabulary)
+                self._store_opened = time.monotonic()
+            # A Store opened on this file meanwhile in this process (GET /findings' report) shares
+            # the database and put its own vocabulary in the shared box: ours again, per append.
+            self._store.vocabulary = self._vocabulary
+            self._store.append_records(self._store_source(), batch)
             self.persisted += len(batch)
         except StoreLocked:
-            overflow = len(batch) - 4 * self._max_queue_size
+            overflow = len(batch) - self._max_unwritten // 2
             if overflow > 0:
                 del batch[:overflow]
                 self.persist_failures += overflow
@@ -82,6 +111,7 @@ class StoreWriter:
                 self._unwritten += len(batch)
             return batch
         except Exception as e:  # noqa: BLE001 - StoreError, OSError, ValueError, DuckDB's own
+            self._close_store()
             self.persist_failures += len(batch)
             self._once("persist:" + type(e).__name__, "auditor: could not persist to %s: %s", self._db, e)
         return []
