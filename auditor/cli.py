@@ -15,7 +15,7 @@ from typing import Optional
 
 import typer
 
-from .cli_options import (ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT, Reporting,
+from .cli_options import (BY, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT, Reporting,
                           check_outputs, choice, errors, fail, input_format, progress_bar, reporting, step)
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
@@ -191,6 +191,7 @@ def serve(
     max_body: int = typer.Option(16, "--max-body-mb", metavar="MB", min=1, help="Largest request body, decompressed."),
     decoders: int = typer.Option(1, "--decoders", metavar="N", min=0,
                                  help="Processes decoding requests beside the receiver (0: in the receiver)."),
+    by: Optional[list[str]] = BY,
     quiet: bool = QUIET,
 ) -> None:
     """Receive OTLP/HTTP spans and log records (POST /v1/traces, /v1/logs) and audit them live."""
@@ -207,6 +208,10 @@ def serve(
             from .vocabulary import vocabulary_of
 
             vocabulary_of(vocabulary)  # a bad --map file is an error before the port is bound
+        if by:
+            from .health import check_options
+
+            by = check_options(by, 1)  # a bad --by is an error before the port is bound, too
         if not quiet:
             typer.echo(f"auditor serve: OTLP/HTTP on http://{host}:{port}/v1/traces and /v1/logs; "
                        f"findings at /findings, store {db or 'temporary'}", err=True)
@@ -216,7 +221,7 @@ def serve(
         # by the signal, as uvicorn does: the batch commands' one-line handling is not for it.
         default_signals()
         run(ServeConfig(db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20,
-                       decoders=decoders),
+                       decoders=decoders, lease_by=tuple(by) if by else None),
             host=host, port=port)
 
 

@@ -62,6 +62,7 @@ class ServeConfig:
     max_workflow_keys: int = 100_000
     decoders: int = 0
     persist_batch: int = 16_384
+    lease_by: tuple[str, ...] | None = None  # lease health's dimensions (None: tool, model, provider)
 
 
 class Receiver:
@@ -82,6 +83,7 @@ class Receiver:
         self.audit = _RecordAudit(db=self.db, vocabulary=config.vocabulary, max_queue_size=config.max_queue,
                                   reorder_window_millis=config.reorder_window_millis,
                                   max_workflow_keys=config.max_workflow_keys, source_name="otlp:serve",
+                                  lease_by=config.lease_by,
                                   # an item is a request (up to thousands of records): the writer
                                   # appends big batches and runs beside the worker, not in turn
                                   persist_batch=config.persist_batch,

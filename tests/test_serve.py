@@ -228,3 +228,22 @@ def test_store_held_open_keeps_the_receivers_vocabulary(tmp_path):
         assert (summary_.events, summary_.quarantined) == (5, 0)
     finally:
         r.close()
+
+
+def test_serve_groups_lease_health_by_the_chosen_attrs(tmp_path):
+    """``--by`` reaches the live lease watch (the dimensions on the lease metrics), as it does
+    the batch audit's lease health; a blank name is refused before the port is bound."""
+    r = Receiver(ServeConfig(db=tmp_path / "by.duckdb", lease_by=("team", "gen_ai.request.model")))
+    try:
+        assert r.audit.lease.by == ("team", "gen_ai.request.model")
+    finally:
+        r.close()
+    default = Receiver(ServeConfig(db=tmp_path / "default.duckdb"))
+    try:
+        assert default.audit.lease.by == ("tool", "model", "provider")
+    finally:
+        default.close()
+    proc = subprocess.run([sys.executable, "-m", "auditor", "serve", "--port", str(free_port()), "--by", " "],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "--by ' ': expected the name of an attrs member" in proc.stderr
