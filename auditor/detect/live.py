@@ -436,7 +436,13 @@ class LiveDetector:
                     out.append(live_authority.verdict_of(st, _attempt(w, None)))
             st.pending = None
         if st.unresolved:  # unauthorized attempts nothing resolved: their own verdict
-            out.extend(live_authority.unresolved(st))
+            # one per (grade, seq), as feed reports them: attempts sharing a seq (an ordering
+            # conflict) are one finding in the batch detector too
+            emitted = st.emitted if st.emitted is not None else set()
+            for f in live_authority.unresolved(st):
+                if (f.grade, f.seq) not in emitted:
+                    emitted.add((f.grade, f.seq))
+                    out.append(f)
         for p, s in sorted((st.evidence or {}).items()):
             if st.acquired is None or p not in st.acquired:
                 self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,
