@@ -313,6 +313,34 @@ def test_read_otlp_yields_records_and_reasons(tmp_path):
     assert "tags" not in got[0][1]["attrs"]
 
 
+@pytest.mark.parametrize("value, reason", [
+    ({"doubleValue": "abc"}, '"doubleValue" is \'abc\', expected a number'),
+    ({"arrayValue": [1]}, '"arrayValue" is not an object; expected OTLP JSON'),
+    ({"kvlistValue": "s"}, '"kvlistValue" is not an object; expected OTLP JSON'),
+])
+def test_a_malformed_attribute_value_costs_its_span_not_the_audit(tmp_path, value, reason):
+    """A value the reader could not take used to stop the whole audit with an unexpected
+    ValueError or AttributeError, naming neither file nor line."""
+    def span(seq, extra=()):
+        return {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + str(seq), "name": "run", "startTimeUnixNano": "1",
+                "attributes": [{"key": "ownership.workflow_key", "value": {"stringValue": "k"}},
+                               {"key": "ownership.event", "value": {"stringValue": "lease_acquired"}},
+                               {"key": "ownership.epoch", "value": {"intValue": str(seq)}},
+                               {"key": "ownership.seq", "value": {"intValue": str(seq)}}, *extra]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        span(1), span(2, [{"key": "x", "value": value}])]}]}]}) + "\n" + json.dumps({"resourceSpans": [1]}) + "\n")
+    assert [(n, r) for n, _, r in read_otlp(path, "t.jsonl")][1:] == [
+        (1, f"span 2 of this line: {reason}; the line's other spans were read"),
+        (2, '"resourceSpans[]" is not an object; expected OTLP JSON')]
+
+
+def test_an_otlp_bool_written_as_text_keeps_its_value():
+    from auditor.ingest.otlp import _value
+
+    assert [_value({"boolValue": b}) for b in (True, False, "true", "false", "False")] == [True, False, True, False, False]
+
+
 def test_read_otlp_reads_zstd_and_open_files(tmp_path):
     text = (FIXTURES / "otlp_seed_split_brain.jsonl").read_bytes()
     zpath = tmp_path / "traces.jsonl.zst"
