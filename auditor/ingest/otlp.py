@@ -293,7 +293,13 @@ def _attributes(kvs: Any) -> dict[str, Any]:
         key = kv.get("key")
         if not isinstance(key, str):
             raise _BadLine('an attribute has no "key"; expected OTLP JSON key/value pairs')
-        out[key] = _value(kv.get("value"))
+        value = _value(kv.get("value"))
+        # An ownership attribute given twice with different values is ambiguous (FORMAT section 4,
+        # as a JSON line naming a field twice): the record is refused, not read as the last one.
+        if key in out and key.startswith("ownership.") and out[key] != value:
+            raise _BadLine(f'attribute "{key}" is given twice with different values; the record is '
+                           "ambiguous, keep one of them")
+        out[key] = value
     return out
 
 
