@@ -103,7 +103,7 @@ def _object_of(given: list[str], names: list[str]) -> str:
     if len(set(keys)) == len(keys):
         return "to_json(t)"
     members = ", ".join(f"to_json({_literal(c)}) || ':' || to_json(t.{_identifier(n)})" for c, n in zip(given, names))
-    return f"'{{' || concat_ws(',', {members}) || '}}'"
+    return f"('{{' || concat_ws(',', {members}) || '}}')"
 
 
 def _parquet_object(con: duckdb.DuckDBPyConnection, params: list) -> str | None:
