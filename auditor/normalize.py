@@ -135,7 +135,7 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
     """
     chosen: dict[str, tuple[int, Any]] = {}
     seen: dict[tuple[str, int], tuple[str, Any]] = {}
-    nested: list[tuple[str, str, Any]] = []
+    nested: list[tuple[str, int, Any]] = []
     extra: dict[str, Any] = {}
     inner = None
     field_of = vocabulary.field_of
@@ -152,7 +152,7 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
         f, prio = hit
         if isinstance(value, (dict, list)):
             if f not in JSON_TEXT_FIELDS:
-                nested.append((f, name, value))
+                nested.append((f, prio, value))
                 continue
             value = _json_text(value)
         if value is None or (isinstance(value, str) and not value.strip()):
@@ -174,9 +174,11 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
         hit = vocabulary.kind_of(_text(raw_kind))
         if hit is not None:
             kind, implied = hit
-    for f, name, value in nested:
+    for f, prio, value in nested:
         if f == "epoch" and kind == "outcome_verified":
             continue  # epoch on outcome_verified is ignored, whatever it holds
+        if f in chosen and chosen[f][0] < prio:
+            continue  # an alias the field (or an earlier alias) overrides is never read
         raise Rejected(reason("nested", field=f, what="an object" if isinstance(value, dict) else "an array"))
 
     key = get("workflow_key")

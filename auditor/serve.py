@@ -327,8 +327,9 @@ def _decode(signal: str, body: bytes, ctype: str) -> tuple[list[dict[str, Any]],
 
     from .otel.otlp_proto import log_records, trace_records
 
+    reasons: list[str] = []
     try:
-        return (trace_records(body) if signal == "traces" else log_records(body)), []
+        return (trace_records(body, reasons) if signal == "traces" else log_records(body, reasons)), reasons
     except DecodeError:
         raise ValueError(f"body is not an OTLP protobuf {signal} export request") from None
 

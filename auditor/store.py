@@ -65,12 +65,16 @@ class SourceCounts:
 
 #: The stage query's lists, from the vocabulary, bound as parameters (never spliced into the SQL).
 _STAGE_PARAMS = {
-    "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
+    "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "effect_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
                              | {"attrs": "JSON"}),
     "kinds": [k for k in KINDS if k in CORE_KINDS],
     "effect_kinds": sorted(EFFECT_KINDS), "heartbeats": list(HEARTBEATS), "decisions": list(DECISIONS),
     "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
     "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"],
+    # What the normalizer's str.strip() removes: a text value whose first character is one of
+    # these may be blank (empty is absent), so it takes the careful path. DuckDB's trim removes
+    # spaces only, and would keep "\t" as a worker or a workflow key.
+    "blank": "".join(chr(c) for c in range(0x110000) if chr(c).isspace()),
 }
 _REPORTERS = {r: Reporter(r) for r in REPORTERS}
 

@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- $source_id, $keep_payloads, $careful (every line through auditor_normalize: the reference the fast
 -- path is pinned to), $fast_shape (json_transform structure of the canonical fields),
 -- $kinds (the kinds it takes: not the authority kinds), $effect_kinds, $sink_results, $reporters, $heartbeats, $decisions,
--- $slow_shape (auditor_normalize's output), $not_utf8, $not_json (reasons).
+-- $slow_shape (auditor_normalize's output), $not_utf8, $not_json (reasons), $blank (the characters
+-- str.strip removes: a text value starting with one may be blank, so it goes to auditor_normalize).
 -- Speed matters here (every line of every log passes once): a line that opens an object right
 -- away, names each canonical field at most once, as written in the contract, with values (none
 -- null) of the right type and nothing to fix, is parsed once by json_transform (the fast path). Every
@@ -100,14 +101,15 @@ WITH decoded AS (
         AND list_contains($kinds, j.kind)
         AND (j.seq IS NULL OR try_cast(j.seq AS BIGINT)::VARCHAR = j.seq)
         AND (j.kind = 'outcome_verified' OR try_cast(j.epoch AS BIGINT)::VARCHAR = j.epoch AND NOT starts_with(j.epoch, '-'))
-        AND ((json_type(j.workflow_key) = 'VARCHAR' AND trim(j.workflow_key ->> '$') <> '')
+        AND ((json_type(j.workflow_key) = 'VARCHAR' AND NOT contains($blank, left(j.workflow_key ->> '$', 1)))
              OR json_type(j.workflow_key) IN ('BIGINT', 'UBIGINT'))
         AND (j.effect_key IS NOT NULL OR NOT list_contains($effect_kinds, j.kind))
-        AND (j.effect_key IS NULL OR (trim(j.effect_key) <> '' AND NOT starts_with(j.effect_key, '{') AND NOT starts_with(j.effect_key, '[')))
-        AND (j.worker IS NULL OR (trim(j.worker) <> '' AND NOT starts_with(j.worker, '{') AND NOT starts_with(j.worker, '[')))
-        AND (j.sink IS NULL OR (trim(j.sink) <> '' AND NOT starts_with(j.sink, '{') AND NOT starts_with(j.sink, '[')))
-        AND (j.step_id IS NULL OR (trim(j.step_id) <> '' AND NOT starts_with(j.step_id, '{') AND NOT starts_with(j.step_id, '[')))
-        AND (j.event_id IS NULL OR (trim(j.event_id) <> '' AND NOT starts_with(j.event_id, '{') AND NOT starts_with(j.event_id, '[')))
+        AND (j.effect_key IS NULL OR (json_type(j.effect_key) = 'VARCHAR' AND NOT contains($blank, left(j.effect_key ->> '$', 1)))
+             OR json_type(j.effect_key) IN ('BIGINT', 'UBIGINT'))
+        AND (j.worker IS NULL OR (NOT contains($blank, left(j.worker, 1)) AND NOT starts_with(j.worker, '{') AND NOT starts_with(j.worker, '[')))
+        AND (j.sink IS NULL OR (NOT contains($blank, left(j.sink, 1)) AND NOT starts_with(j.sink, '{') AND NOT starts_with(j.sink, '[')))
+        AND (j.step_id IS NULL OR (NOT contains($blank, left(j.step_id, 1)) AND NOT starts_with(j.step_id, '{') AND NOT starts_with(j.step_id, '[')))
+        AND (j.event_id IS NULL OR (NOT contains($blank, left(j.event_id, 1)) AND NOT starts_with(j.event_id, '{') AND NOT starts_with(j.event_id, '[')))
         AND (j.sink_result IS NULL OR list_contains($sink_results, j.sink_result))
         AND (j.reporter IS NULL OR list_contains($reporters, j.reporter))
         AND (j.ts IS NULL OR try_cast(j.ts AS TIMESTAMPTZ) IS NOT NULL)
@@ -115,10 +117,10 @@ WITH decoded AS (
         AND (j.expires_at IS NULL OR try_cast(j.expires_at AS TIMESTAMPTZ) IS NOT NULL)
         AND (j.heartbeat IS NULL OR list_contains($heartbeats, j.heartbeat))
         AND (j.decision IS NULL OR list_contains($decisions, j.decision))
-        AND (j.authority_id IS NULL OR (json_type(j.authority_id) = 'VARCHAR' AND trim(j.authority_id ->> '$') <> '')
+        AND (j.authority_id IS NULL OR (json_type(j.authority_id) = 'VARCHAR' AND NOT contains($blank, left(j.authority_id ->> '$', 1)))
              OR json_type(j.authority_id) IN ('BIGINT', 'UBIGINT'))
-        AND (j.reason IS NULL OR (trim(j.reason) <> '' AND NOT starts_with(j.reason, '{') AND NOT starts_with(j.reason, '[')))
-        AND (j.scope IS NULL OR (trim(j.scope) <> '' AND NOT starts_with(j.scope, '{') AND NOT starts_with(j.scope, '['))), false) AS fast
+        AND (j.reason IS NULL OR (NOT contains($blank, left(j.reason, 1)) AND NOT starts_with(j.reason, '{') AND NOT starts_with(j.reason, '[')))
+        AND (j.scope IS NULL OR (NOT contains($blank, left(j.scope, 1)) AND NOT starts_with(j.scope, '{') AND NOT starts_with(j.scope, '['))), false) AS fast
     FROM (SELECT *, CASE WHEN j IS NOT NULL THEN json_keys(s) END AS keys FROM parsed)
 ), norm AS (
     SELECT line, pos, fast, j,
@@ -136,7 +138,7 @@ WITH decoded AS (
            CASE WHEN fast THEN j.kind ELSE n.kind END AS kind,
            CASE WHEN NOT fast THEN n.epoch WHEN j.kind <> 'outcome_verified' THEN try_cast(j.epoch AS BIGINT) END AS epoch,
            CASE WHEN fast THEN coalesce(j.worker, 'unknown') ELSE n.worker END AS worker,
-           CASE WHEN fast THEN j.effect_key ELSE n.effect_key END AS effect_key,
+           CASE WHEN fast THEN j.effect_key ->> '$' ELSE n.effect_key END AS effect_key,
            CASE WHEN fast THEN j.sink ELSE n.sink END AS sink,
            CASE WHEN NOT fast THEN n.sink_result WHEN j.kind = 'effect_attempted' THEN j.sink_result END AS sink_result,
            CASE WHEN fast THEN j.reporter ELSE n.reporter END AS reporter,

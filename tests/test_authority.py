@@ -99,6 +99,13 @@ RULES = [
     ("an unauthorized attempt never answered",
      [grant(1), "2 acq 1 a", resumed(3, 1), "4 att 1 a x", "5 prog 1 a"],
      [("unauthorized_attempt", 4, ["unrevalidated_resume"], "resume@3")]),
+    ("unauthorized attempts sharing a seq (an ordering conflict) are one finding, as every finding",
+     [grant(1), "2 acq 1 a", resumed(3, 1), at("4 att 1 a x", event_id="e4x"), at("4 att 1 a y", event_id="e4y")],
+     [("unauthorized_attempt", 4, ["unrevalidated_resume"], "resume@3")]),
+    ("a refusal and an unanswered attempt sharing a seq: one finding of each grade",
+     [grant(1), "2 acq 1 a", resumed(3, 1), at("4 rej 1 a x", event_id="e4a"), at("4 att 1 a x", event_id="e4b")],
+     [("rejected_attempt", 4, ["unrevalidated_resume"], "resume@3"),
+      ("unauthorized_attempt", 4, ["unrevalidated_resume"], "resume@3")]),
     ("compensated: a double commit followed by a compensation record",
      ["1 acq 1 a", "2 com 1 a x", "3 acq 2 b", "4 com 2 b x", compensation(5)],
      [("compensated", 4, [], None)]),
@@ -171,3 +178,18 @@ def test_diagnostics_ungranted_and_retry(tmp_path):
     assert kinds == [("ungranted_authority", 3), ("revalidation_retry", 5)]
     assert details[1] == ("revalidated continue at seq 5 after the revalidation at seq 4 said pause: a failed "
                           "revalidation is terminal; only a new authority_granted restores authority")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "ts text outside RFC 3339 is parsed by DuckDB's TIMESTAMPTZ cast in the batch audit and by "
+    "datetime.fromisoformat in the live detector (authority.when): '... UTC' only "
+    "DuckDB reads (the live detector misses the expiry: a live pass), ISO 8601 basic format, week "
+    "dates and a lower-case 't' only Python reads. One parser for both (or RFC 3339 only, as FORMAT "
+    "section 1 says) is needed"))
+@pytest.mark.parametrize("ts", ["2026-07-26T14:05:00 UTC",
+                                "20260726T140500Z", "2026-07-26t14:05:00Z"])
+def test_engines_read_a_ts_alike_for_the_expiry(ts, tmp_path):
+    specs = [grant(1, expires="2026-07-26T14:00:00Z"), "2 acq 1 a",
+             at("3 com 1 a refund:inv-9", ts, authority_id="mandate-7")]
+    batch = findings("batch", specs, tmp_path)
+    assert [f.to_dict() for f in findings("live", specs, tmp_path)] == [f.to_dict() for f in batch]

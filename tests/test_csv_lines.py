@@ -60,3 +60,39 @@ def test_plain_files_are_numbered_without_a_scan(tmp_path):
     path.write_text(HEADER + "1,k,lease_acquired,1,a\n2,k,progress,x,b\n")
     assert record_lines(Source("plain.csv", path, path.stat().st_size)) is None
     assert quarantined(path)[0] == [(3, '"epoch" is "x"')]
+
+
+# A header naming one field twice, also as a case variant: DuckDB renames the second column
+# (epoch_1, Epoch_1) and its value used to land in attrs, unread, so the row passed whatever it
+# held. Read as a JSON line naming the field twice: one value is read once, two values are
+# ambiguous (quarantined), an empty cell is absent.
+TWICE = ("seq,workflow_key,kind,epoch,{second},worker,effect_key\n"
+         "1,k,lease_acquired,1,,a,\n"                     # line 2: the second cell is empty
+         "2,k,lease_acquired,2,2,b,\n"                    # line 3: the same value twice
+         "3,k,effect_committed,2,1,a,x\n")                # line 4: two epochs: ambiguous
+
+
+@pytest.mark.parametrize("second", ["epoch", "Epoch"])
+def test_a_field_named_twice_in_the_header_is_read_as_named_twice(tmp_path, second):
+    path = tmp_path / "twice.csv"
+    path.write_text(TWICE.format(second=second))
+    with audit(path) as result:
+        assert [(q.line, q.reason.split(";")[0]) for q in result.input.quarantine] == [
+            (4, f'"epoch" is given more than once ({{}}) with different values'.format(
+                '"epoch" twice' if second == "epoch" else '"epoch" and "Epoch"'))]
+        assert (result.input.events, result.verdict.value) == (2, "incomplete")
+
+
+def test_a_parquet_column_named_twice_is_read_as_named_twice(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "twice.parquet"
+    pq.write_table(pa.Table.from_arrays(
+        [pa.array([1, 2, 3]), pa.array(["k"] * 3), pa.array(["lease_acquired", "lease_acquired", "effect_committed"]),
+         pa.array([1, 2, 2]), pa.array([None, 2, 1]), pa.array([None, None, "x"])],
+        names=["seq", "workflow_key", "kind", "epoch", "Epoch", "effect_key"]), path)
+    with audit(path) as result:
+        assert [(q.line, q.reason.split(" with")[0]) for q in result.input.quarantine] == [
+            (3, '"epoch" is given more than once ("epoch" and "Epoch")')]
+        assert (result.input.events, result.verdict.value) == (2, "incomplete")

@@ -65,3 +65,42 @@ def test_fast_path_counts_every_canonical_field():
 
     counted = re.findall(r"\(j\.(\w+) IS NOT NULL\)::INTEGER", SQL["stage"])
     assert sorted(counted) == sorted([*FIELDS, "attrs"])
+
+
+def _rows(log, careful: bool):
+    store = Store(None, careful=careful)
+    try:
+        ingest_paths([log], store, idempotent=False)
+        return (store.con.execute("SELECT line, event_id, workflow_key, kind, epoch, worker, effect_key, sink, "
+                                  "step_id, event_id, reason, authority_id, scope FROM events ORDER BY line").fetchall(),
+                store.con.execute("SELECT line, reason FROM quarantine ORDER BY line").fetchall())
+    finally:
+        store.close()
+
+
+# A value the fast path took as written although the normalizer reads it otherwise: a key given as
+# true or a fraction (refused), or a text that str.strip() finds blank (absent) but DuckDB's trim,
+# which removes spaces only, does not ("\t", "\n", no-break and other Unicode spaces).
+@pytest.mark.parametrize("member", [
+    '"effect_key": true', '"effect_key": 1.5', '"effect_key": "\\t"', '"workflow_key": "\\n"',
+    '"worker": "\\t"', '"sink": "\\u00a0"', '"step_id": "\\u2028"', '"event_id": "\\u3000"',
+    '"authority_id": "\\t"', '"reason": "\\u0085"', '"scope": "\\u000b"', '"worker": " x"'])
+def test_fast_path_reads_each_value_as_the_normalizer(tmp_path, member):
+    log = tmp_path / "one.jsonl"
+    log.write_text('{"seq": 1, "workflow_key": "k", "kind": "lease_acquired", "epoch": 1}\n'
+                   '{"seq": 2, "workflow_key": "k", "kind": "effect_committed", "epoch": 1, "effect_key": "x", '
+                   + member + '}\n')
+    assert _rows(log, careful=False) == _rows(log, careful=True)
+
+
+def test_a_boolean_effect_key_is_not_a_pass(tmp_path):
+    """The reference refuses `"effect_key": true` (a key is a string or an integer): the fast path
+    used to read it as "true", and the audit passed on a line the normalizer (and the live
+    detector) quarantine."""
+    from auditor import audit
+
+    log = tmp_path / "one.jsonl"
+    log.write_text('{"seq": 1, "workflow_key": "k", "kind": "lease_acquired", "epoch": 1}\n'
+                   '{"seq": 2, "workflow_key": "k", "kind": "effect_committed", "epoch": 1, "effect_key": true}\n')
+    with audit([log]) as result:
+        assert result.verdict.value == "incomplete"

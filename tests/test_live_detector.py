@@ -59,6 +59,20 @@ def test_diagnostics_and_counters():
     assert (det.events, det.duplicates, det.idempotent_retries) == (7, 1, 1)
 
 
+def test_one_event_id_on_two_different_events_is_no_duplicate(tmp_path):
+    """Two events sharing an event_id at one seq but not their content are two events (the batch
+    audit keeps and audits both, and reports the event_id_conflict): the live detector used to
+    drop the second as a duplicate, and with it a stale commit."""
+    hist = [ev("1 acq 1 a"), ev("2 acq 2 b"), ev("3 prog 2 b", event_id="x"), ev("3 com 1 a pay", event_id="x")]
+    path = write_jsonl(tmp_path / "h.jsonl", hist)
+    with audit([path]) as batch:
+        assert [(f.grade.value, f.seq) for f in batch.findings] == [("stale_commit", 3)]
+        det = LiveDetector()
+        found = [f for n, d in enumerate(hist, 1) for f in det.feed(event(d, str(path), n))] + det.finish()
+        assert [f.to_dict() for f in found] == [f.to_dict() for f in batch.findings]
+    assert det.duplicates == 0
+
+
 def test_fed_late_staleness_and_double_commit_follow_seq():
     # A long span ends late: seqs 6-8 of the displaced owner arrive after seq 9 of the new one.
     events = [event(json.loads(line)) for line in (FIXTURES / "seed_split_brain.jsonl").read_text().splitlines()]

@@ -59,6 +59,10 @@ def _members(line: str):
     ('{"seq": 1, "workflow_key": "k", "kind": "effect_committed", "epoch": 1, "effect_key": ""}',
      '"effect_key" is missing; every effect_committed needs the effect key it concerns'),
     ("[1]", "line is JSON but not an object; write one JSON object per line"),
+    # ...but an object in the alias that would be read is refused, as in the field
+    ('{"seq": 1, "job": {"name": "export"}, "kind": "progress", "epoch": 1}',
+     '"workflow_key" is an object, expected a single value; its content is not stored (write the value '
+     'itself, or move the structure into "attrs")'),
 ])
 def test_quarantine_reasons_exact(line, reason):
     with pytest.raises(Rejected) as e:
@@ -83,6 +87,9 @@ def test_quarantine_reasons_exact(line, reason):
     ({"sink": "", "step_id": "  ", "worker": "", "event_id": ""},
      {"sink": None, "step_id": None, "worker": "unknown", "event_id": None}),
     ({"epoch": 1, "epoch ": 1}, {"epoch": 1}),  # one name twice with one value: not ambiguous
+    # an alias is read only when the field is absent or empty: an object there, unused, costs nothing
+    ({"workflow_key": "k", "job": {"name": "export"}}, {"workflow_key": "k"}),
+    ({"epoch": 2, "token": ["a", "b"]}, {"epoch": 2}),
 ])
 def test_rules_keep_the_event(given, kept):
     out = normalize({**BASE, **given}.items() if "Seq" not in given else

@@ -313,6 +313,76 @@ def test_read_otlp_yields_records_and_reasons(tmp_path):
     assert "tags" not in got[0][1]["attrs"]
 
 
+@pytest.mark.parametrize("value, reason", [
+    ({"doubleValue": "abc"}, '"doubleValue" is \'abc\', expected a number'),
+    ({"arrayValue": [1]}, '"arrayValue" is not an object; expected OTLP JSON'),
+    ({"kvlistValue": "s"}, '"kvlistValue" is not an object; expected OTLP JSON'),
+])
+def test_a_malformed_attribute_value_costs_its_span_not_the_audit(tmp_path, value, reason):
+    """A value the reader could not take used to stop the whole audit with an unexpected
+    ValueError or AttributeError, naming neither file nor line."""
+    def span(seq, extra=()):
+        return {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + str(seq), "name": "run", "startTimeUnixNano": "1",
+                "attributes": [{"key": "ownership.workflow_key", "value": {"stringValue": "k"}},
+                               {"key": "ownership.event", "value": {"stringValue": "lease_acquired"}},
+                               {"key": "ownership.epoch", "value": {"intValue": str(seq)}},
+                               {"key": "ownership.seq", "value": {"intValue": str(seq)}}, *extra]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        span(1), span(2, [{"key": "x", "value": value}])]}]}]}) + "\n" + json.dumps({"resourceSpans": [1]}) + "\n")
+    assert [(n, r) for n, _, r in read_otlp(path, "t.jsonl")][1:] == [
+        (1, f"span 2 of this line: {reason}; the line's other spans were read"),
+        (2, '"resourceSpans[]" is not an object; expected OTLP JSON')]
+
+
+def _twice_epoch_span(seq: int, epochs: tuple[int, ...]) -> dict:
+    return {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + str(seq), "name": "run", "startTimeUnixNano": "1",
+            "attributes": [{"key": "ownership.workflow_key", "value": {"stringValue": "k"}},
+                           {"key": "ownership.event", "value": {"stringValue": "effect_committed"}},
+                           {"key": "ownership.effect_key", "value": {"stringValue": "pay"}},
+                           {"key": "ownership.seq", "value": {"intValue": str(seq)}},
+                           *({"key": "ownership.epoch", "value": {"intValue": str(p)}} for p in epochs)]}
+
+
+AMBIGUOUS = 'attribute "ownership.epoch" is given twice with different values; the record is ambiguous, keep one of them'
+
+
+def test_an_ownership_attribute_given_twice_with_different_values_is_ambiguous(tmp_path):
+    """As a JSON line naming "epoch" twice (FORMAT section 4): the span is refused, not read as
+    its last value, which could make a stale commit (epoch 1) look current (epoch 2)."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        _twice_epoch_span(3, (1, 2)), _twice_epoch_span(4, (2, 2))]}]}]}) + "\n")
+    got = list(read_otlp(path, "t.jsonl"))
+    assert [(n, r) for n, _, r in got] == [(1, f"span 1 of this line: {AMBIGUOUS}; the line's other spans were read"),
+                                           (1, None)]
+    assert got[1][1]["epoch"] == 2  # the same value twice is read once
+
+
+def test_an_ownership_attribute_given_twice_is_ambiguous_in_protobuf_too():
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from auditor.otel.otlp_proto import trace_records
+
+    def pb(span):
+        span = dict(span, traceId="AAAAAAAAAAAAAAAAAAAAAQ==", spanId="AAAAAAAAAAE=")
+        return span
+    body = ParseDict({"resourceSpans": [{"scopeSpans": [{"spans": [
+        pb(_twice_epoch_span(3, (1, 2))), pb(_twice_epoch_span(4, (2, 2)))]}]}]},
+        ExportTraceServiceRequest()).SerializeToString()
+    reasons: list[str] = []
+    records = trace_records(body, reasons)
+    assert reasons == [f"span 1 of this request: {AMBIGUOUS}"]
+    assert [(r["seq"], r["epoch"]) for r in records] == [(4, 2)]
+
+
+def test_an_otlp_bool_written_as_text_keeps_its_value():
+    from auditor.ingest.otlp import _value
+
+    assert [_value({"boolValue": b}) for b in (True, False, "true", "false", "False")] == [True, False, True, False, False]
+
+
 def test_read_otlp_reads_zstd_and_open_files(tmp_path):
     text = (FIXTURES / "otlp_seed_split_brain.jsonl").read_bytes()
     zpath = tmp_path / "traces.jsonl.zst"

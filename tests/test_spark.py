@@ -104,6 +104,27 @@ def test_messy_input_is_read_and_refused_alike(spark, name):
     assert outcome(lambda: spark_audit(spark, [path])) == outcome(lambda: audit([path]))
 
 
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_a_field_named_twice_in_a_header_is_read_alike(spark, tmp_path, suffix):
+    """The reader hands such rows over as objects with the header's own names (a VARCHAR the
+    stage must get as BLOB, as every other row): the Spark engine used to fail on them."""
+    path = tmp_path / f"twice.{suffix}"
+    if suffix == "csv":
+        path.write_text("seq,workflow_key,kind,epoch,Epoch,effect_key\n1,k,lease_acquired,1,,\n"
+                        "2,k,lease_acquired,2,2,\n3,k,effect_committed,2,1,x\n")
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_arrays(
+            [pa.array([1, 2, 3]), pa.array(["k"] * 3), pa.array(["lease_acquired", "lease_acquired", "effect_committed"]),
+             pa.array([1, 2, 2]), pa.array([None, 2, 1]), pa.array([None, None, "x"])],
+            names=["seq", "workflow_key", "kind", "epoch", "Epoch", "effect_key"]), path)
+    got = outcome(lambda: spark_audit(spark, [path]))
+    assert got == outcome(lambda: audit([path]))
+    assert (got["verdict"], got["input"]["quarantined"]) == ("incomplete", 1)
+
+
 def test_a_simulated_log_in_three_files_with_duplicates_across_them(spark, tmp_path):
     """100k+ events over three files: file 3 repeats lines of files 1 and 2 (duplicates that meet
     only after the shuffle) and carries junk (quarantined, by file and physical line)."""

@@ -53,15 +53,17 @@ def _key(key: str, events: list, findings: list[Finding], opted: bool,
         tracker = KeyAuthority()
         at: dict[tuple[int, Kind], Finding] = {
             (f.position, f.kind): f for f in findings if f.grade is not _TWICE and f.kind in (_ATTEMPT, _COMMIT)}
-        judged_at: dict[tuple[int, Kind], Finding] = {}
+        judged_at: dict[tuple[int, Kind, Grade], Finding] = {}
         receipts = {f.receipt_seq for f in findings if f.receipt_seq is not None}
         # Unauthorized attempts that are not stale wait for their resolution, as stale ones do.
         waiting: dict[tuple[int, str | None], list[tuple]] = {}
 
         def judge(e, verdict, ts, stale=None, resolution=None, receipt=None) -> None:
-            f = judged_at[(e.seq, e.kind)] = judged(e, verdict, stale, finding_id, authority_incident_id,
-                                                    resolution, receipt)
-            stamps[f.id] = ts
+            f = judged(e, verdict, stale, finding_id, authority_incident_id, resolution, receipt)
+            # Effects sharing a seq (an ordering conflict): one finding per grade, on the first in
+            # order, as detect.sql picks them (and the live detector reports them).
+            if judged_at.setdefault((e.seq, e.kind, f.grade), f) is f:
+                stamps[f.id] = ts
 
         for e, ts in events:
             verdict, notes = tracker.feed(e, ts)
@@ -85,7 +87,8 @@ def _key(key: str, events: list, findings: list[Finding], opted: bool,
         for attempts in waiting.values():  # never resolved: the attempt's own verdict
             for a, a_verdict, a_ts in attempts:
                 judge(a, a_verdict, a_ts)
-        findings = [f for f in findings if (f.position, f.kind) not in judged_at or f.grade is _TWICE]
+        replaced = {(s, kind) for s, kind, _ in judged_at}
+        findings = [f for f in findings if (f.position, f.kind) not in replaced or f.grade is _TWICE]
         findings += judged_at.values()
     doubles = [(f.effect_key, f.position) for f in findings if f.grade is _TWICE]
     compensations = [(e.effect_key, e.seq) for e, _ in events if e.kind is _COMPENSATED]

@@ -118,8 +118,8 @@ def _attempt(waiting: tuple[Event, int, str, int], resolver: Event | None) -> Fi
 class LiveDetector:
     """SPEC section 3, incrementally. Feed events (``Event`` or ``LiveEvent``) in seq order per key.
 
-    Counters (read them at any time): ``events``, ``duplicates`` (same event_id, or identical
-    event, at the same seq), ``late_events`` (below the key's newest seq), ``stale_events``
+    Counters (read them at any time): ``events``, ``duplicates`` (the same event, id and
+    content, fed again at the same seq), ``late_events`` (below the key's newest seq), ``stale_events``
     (evidence under a displaced epoch), ``reclaims`` (acquisitions that displaced a lower
     epoch), ``idempotent_retries`` (an epoch committing an effect key it already committed).
     """
@@ -249,7 +249,10 @@ class LiveDetector:
         fed = st.at_last_seq
         others = fed if isinstance(fed, list) else [fed]
         for other in others:
-            if (other.event_id == e.event_id) if e.event_id is not None else _same(other, e):
+            # A duplicate is the same event: one id (or none) and one content. One id on two
+            # different events is not (batch: an event_id_conflict, both audited): dropping the
+            # second would drop its evidence, a stale commit say.
+            if other.event_id == e.event_id and _same(other, e):
                 self.duplicates += 1
                 return True
         others.append(e)
@@ -436,7 +439,13 @@ class LiveDetector:
                     out.append(live_authority.verdict_of(st, _attempt(w, None)))
             st.pending = None
         if st.unresolved:  # unauthorized attempts nothing resolved: their own verdict
-            out.extend(live_authority.unresolved(st))
+            # one per (grade, seq), as feed reports them: attempts sharing a seq (an ordering
+            # conflict) are one finding in the batch detector too
+            emitted = st.emitted if st.emitted is not None else set()
+            for f in live_authority.unresolved(st):
+                if (f.grade, f.seq) not in emitted:
+                    emitted.add((f.grade, f.seq))
+                    out.append(f)
         for p, s in sorted((st.evidence or {}).items()):
             if st.acquired is None or p not in st.acquired:
                 self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,

@@ -194,8 +194,9 @@ def _walk(resources: Any, top: str, scopes: str, items: str, what: str,
     only itself (one reason naming it), not the line's other items."""
     nth = 0
     for r in _list(resources, top):
+        r = _obj(r, top + "[]")
         resource = _attributes(_obj(r.get("resource") or {}, "resource").get("attributes"))
-        for sc in _list(_obj(r, top + "[]").get(scopes), scopes):
+        for sc in _list(r.get(scopes), scopes):
             for item in _list(_obj(sc, scopes + "[]").get(items), items):
                 nth += 1
                 try:
@@ -292,7 +293,13 @@ def _attributes(kvs: Any) -> dict[str, Any]:
         key = kv.get("key")
         if not isinstance(key, str):
             raise _BadLine('an attribute has no "key"; expected OTLP JSON key/value pairs')
-        out[key] = _value(kv.get("value"))
+        value = _value(kv.get("value"))
+        # An ownership attribute given twice with different values is ambiguous (FORMAT section 4,
+        # as a JSON line naming a field twice): the record is refused, not read as the last one.
+        if key in out and key.startswith("ownership.") and out[key] != value:
+            raise _BadLine(f'attribute "{key}" is given twice with different values; the record is '
+                           "ambiguous, keep one of them")
+        out[key] = value
     return out
 
 
@@ -307,14 +314,23 @@ def _value(v: Any) -> Any:
     if "intValue" in v:
         return _int(v["intValue"], "intValue")
     if "boolValue" in v:
-        return bool(v["boolValue"])
+        b = v["boolValue"]
+        if isinstance(b, str) and b.strip().lower() in ("true", "false"):
+            return b.strip().lower() == "true"  # bool("false") would be True
+        return bool(b)
     if "doubleValue" in v:
         d = v["doubleValue"]
-        return float(d) if isinstance(d, (int, float, str)) and not isinstance(d, bool) else None
+        if isinstance(d, str):
+            try:
+                return float(d)
+            except ValueError:
+                raise _BadLine(f'"doubleValue" is {d[:40]!r}, expected a number') from None
+        return float(d) if isinstance(d, (int, float)) and not isinstance(d, bool) else None
+    # A malformed value costs its span (a reason naming it), never the whole audit.
     if "arrayValue" in v:
-        return [_value(x) for x in _list((v["arrayValue"] or {}).get("values"), "arrayValue")]
+        return [_value(x) for x in _list(_obj(v["arrayValue"] or {}, "arrayValue").get("values"), "arrayValue")]
     if "kvlistValue" in v:
-        return _attributes((v["kvlistValue"] or {}).get("values"))
+        return _attributes(_obj(v["kvlistValue"] or {}, "kvlistValue").get("values"))
     if "bytesValue" in v:
         return v["bytesValue"]  # base64, as written: kept, never interpreted
     return None  # an empty AnyValue

@@ -41,12 +41,13 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         first = 2
         if params[1] != "none" and not _intact(source):
             raise _ReadCarefully()  # DuckDB would stop silently at the cut of a zstd frame
-        query = f"SELECT to_json(t)::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader} t"
+        query = f"SELECT {_row_object(store.con, reader, params)}::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader} t"
     else:
         # Parquet says which row each one is: numbering does not depend on the scan's output order.
-        query = ("SELECT to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))::BLOB AS raw, "
-                 "file_row_number + 1 AS line FROM read_parquet(?, file_row_number = true)")
         params = [str(source.path)]
+        row = _parquet_object(store.con, params) or "to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))"
+        query = (f"SELECT {row}::BLOB AS raw, "
+                 "file_row_number + 1 AS line FROM read_parquet(?, file_row_number = true) t")
         first = 1
     starts = record_lines(source) if fmt == "csv" else None
     cur = store.con.cursor()
@@ -74,6 +75,59 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         cur.close()
     if progress is not None:
         progress(source.size)
+
+
+def _row_object(con: duckdb.DuckDBPyConnection, reader: str, params: list) -> str:
+    """The SQL expression of one CSV row as a JSON object: ``to_json(t)``, or, when the header
+    names one field twice (``epoch,epoch``, ``epoch,Epoch``: DuckDB renames the second one
+    ``epoch_1``, and its value would land in attrs unread), an object written with the header's
+    own names, so the normalizer reads the row as it reads a JSON line naming the field twice:
+    the same value is read once, different values make the row ambiguous (quarantined)."""
+    try:
+        names = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {reader}", params).fetchall()]
+        header = con.execute(f"SELECT * FROM {reader.replace('header = true', 'header = false')} LIMIT 1",
+                             params).fetchall()
+    except duckdb.Error:
+        return "to_json(t)"  # the readers below say what is wrong with the file
+    # cells past the header's (a row with more cells, null_padding) keep DuckDB's names
+    cells = [c if isinstance(c, str) else n for c, n in zip(header[0], names)] if header else []
+    return _object_of(cells, names) if len(cells) == len(names) else "to_json(t)"
+
+
+def _object_of(given: list[str], names: list[str]) -> str:
+    """``to_json(t)`` when the ``given`` column names are distinct fields; else the object with
+    the given names, DuckDB's ``names`` for the columns (a null member is left out, as absent)."""
+    from ..vocabulary import name_key
+
+    keys = [name_key(c) for c in given]
+    if len(set(keys)) == len(keys):
+        return "to_json(t)"
+    members = ", ".join(f"to_json({_literal(c)}) || ':' || to_json(t.{_identifier(n)})" for c, n in zip(given, names))
+    return f"('{{' || concat_ws(',', {members}) || '}}')"
+
+
+def _parquet_object(con: duckdb.DuckDBPyConnection, params: list) -> str | None:
+    """``_row_object`` for Parquet: a file may name one column twice (DuckDB renames the second)."""
+    try:
+        import pyarrow.parquet as pq
+
+        given = pq.read_schema(params[0]).names
+        names = [r[0] for r in con.execute("DESCRIBE SELECT * EXCLUDE (file_row_number) FROM "
+                                           "read_parquet(?, file_row_number = true)", params).fetchall()]
+    except Exception:  # the reader below says what is wrong with the file
+        return None
+    if len(given) != len(names):
+        return None
+    row = _object_of(given, names)
+    return None if row == "to_json(t)" else row
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _numbers(starts, done: int, n: int, line: int):
@@ -153,7 +207,8 @@ def careful_csv_chunks(store: Store, source: Source, progress: Progress | None =
         numbers = np.setdiff1d(np.arange(2, 2 + good + len(refused), dtype=np.int64),
                                np.array([r[0] for r in refused], np.int64))
         done = 0
-        for batch in cur.sql(f"SELECT to_json(t)::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader}) t",
+        for batch in cur.sql(f"SELECT {_row_object(cur, reader + ')', [str(path)])}::BLOB AS raw, "
+                             f"{_BLANK_ROW} AS blank FROM {reader}) t",
                              params=[str(path)]).to_arrow_reader(batch_rows):
             lines = pa.array(numbers[done:done + batch.num_rows])
             done += batch.num_rows

@@ -34,39 +34,80 @@ def _value(v: Any) -> Any:
     return None
 
 
+class Ambiguous(ValueError):
+    """An ``ownership.*`` attribute given twice with different values: the record is refused."""
+
+
 def _attributes(kvs: Iterable[Any]) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in kvs}
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        key, value = kv.key, _value(kv.value)
+        if key in out and key.startswith("ownership.") and out[key] != value:
+            raise Ambiguous(f'attribute "{key}" is given twice with different values; the record is '
+                            "ambiguous, keep one of them")
+        out[key] = value
+    return out
 
 
-def trace_records(body: bytes) -> list[dict[str, Any]]:
+def trace_records(body: bytes, reasons: list[str] | None = None) -> list[dict[str, Any]]:
     """The canonical records of one protobuf ``ExportTraceServiceRequest``; raises
-    ``google.protobuf.message.DecodeError`` on a body that is not one."""
+    ``google.protobuf.message.DecodeError`` on a body that is not one. A span that cannot be read
+    costs only itself: its reason goes to ``reasons``."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
     out: list[dict[str, Any]] = []
+    nth = 0
     for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
-        resource = _attributes(rs.resource.attributes)
+        try:
+            resource = _attributes(rs.resource.attributes)
+        except Ambiguous as e:
+            resource = None
+            bad = str(e)
         for ss in rs.scope_spans:
             for span in ss.spans:
-                events = [(ev.name, ev.time_unix_nano or None, _attributes(ev.attributes), ev.dropped_attributes_count)
-                          for ev in span.events]
+                nth += 1
+                try:
+                    if resource is None:
+                        raise Ambiguous(bad)
+                    events = [(ev.name, ev.time_unix_nano or None, _attributes(ev.attributes),
+                               ev.dropped_attributes_count) for ev in span.events]
+                    attributes = _attributes(span.attributes)
+                except Ambiguous as e:
+                    if reasons is not None:
+                        reasons.append(f"span {nth} of this request: {e}")
+                    continue
                 out += map_span(span.trace_id.hex().rjust(32, "0"), span.span_id.hex().rjust(16, "0"), span.name,
-                                span.start_time_unix_nano or None, _attributes(span.attributes), events, resource,
+                                span.start_time_unix_nano or None, attributes, events, resource,
                                 bool(span.dropped_attributes_count or span.dropped_events_count))
     return out
 
 
-def log_records(body: bytes) -> list[dict[str, Any]]:
-    """The canonical records of one protobuf ``ExportLogsServiceRequest``."""
+def log_records(body: bytes, reasons: list[str] | None = None) -> list[dict[str, Any]]:
+    """The canonical records of one protobuf ``ExportLogsServiceRequest`` (reasons as in
+    ``trace_records``)."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
     out: list[dict[str, Any]] = []
+    nth = 0
     for rl in ExportLogsServiceRequest.FromString(body).resource_logs:
-        resource = _attributes(rl.resource.attributes)
+        try:
+            resource = _attributes(rl.resource.attributes)
+        except Ambiguous as e:
+            resource = None
+            bad = str(e)
         for sl in rl.scope_logs:
             for log in sl.log_records:
+                nth += 1
+                try:
+                    if resource is None:
+                        raise Ambiguous(bad)
+                    attributes = _attributes(log.attributes)
+                except Ambiguous as e:
+                    if reasons is not None:
+                        reasons.append(f"log record {nth} of this request: {e}")
+                    continue
                 rec = map_log(log.event_name or None, log.time_unix_nano or log.observed_time_unix_nano or None,
-                              _attributes(log.attributes), resource, bool(log.dropped_attributes_count))
+                              attributes, resource, bool(log.dropped_attributes_count))
                 if rec is not None:
                     out.append(rec)
     return out
