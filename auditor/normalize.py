@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from .vocabulary import (AUTHORITY_ID_KINDS, DECISIONS, DEFAULT, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS,
-                         HEARTBEATS, INTEGER_FIELDS, JSON_TEXT_FIELDS, PAYLOAD_KEYS, REASONS, REPORTERS,
+                         HEARTBEATS, INSTANT_SHAPE, INTEGER_FIELDS, JSON_TEXT_FIELDS, PAYLOAD_KEYS, REASONS, REPORTERS,
                          SINK_RESULTS, TIME_FIELDS, TS_MILLIS_FROM, UNKNOWN_SINK_RESULT, Vocabulary,
                          guess_kind, name_key)
 
+_INSTANT = re.compile(INSTANT_SHAPE)
 _INTEGER = re.compile(r"[+-]?[0-9]+")      # [0-9]: ASCII digits only, never other scripts' digits
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _BARE_TOML_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -265,13 +266,13 @@ def _choice(v: Any, allowed: tuple[str, ...]) -> str | None:
 def instant(text: str | None) -> "datetime | None":
     """RFC 3339 text as the store reads an instant: an aware datetime, UTC when no offset is
     given; None when it does not parse (DuckDB's cast drops it)."""
-    if text is None:
+    if text is None or not _INSTANT.fullmatch(text):
         return None
     from datetime import datetime, timezone
 
     try:
-        t = datetime.fromisoformat(text.strip())
-    except ValueError:
+        t = datetime.fromisoformat(text.upper())
+    except ValueError:  # a day the month does not have
         return None
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
@@ -285,13 +286,11 @@ def when(ts: Any) -> "datetime | None":
         return ts if ts is None or ts.tzinfo else ts.replace(tzinfo=timezone.utc)
     if isinstance(ts, int):
         return datetime.fromtimestamp(ts / 1e9, tz=timezone.utc)
-    text = str(ts).strip()
-    try:
-        number = float(text)
-    except ValueError:
+    text, seconds = _ts(str(ts))  # numbers by the store's rule, text as written
+    if seconds is None:
         return instant(text)
     try:
-        return datetime.fromtimestamp(number / 1000 if abs(number) >= TS_MILLIS_FROM else number, tz=timezone.utc)
+        return datetime.fromtimestamp(seconds, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         return None
 

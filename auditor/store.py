@@ -33,8 +33,8 @@ from .model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind, Quara
                     SinkResult, SkippedPath)
 from .rules import stable_id
 from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
-from .vocabulary import (CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, KINDS, OPTIONAL_FIELDS, REASONS,
-                         REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of)
+from .vocabulary import (CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KINDS,
+                         OPTIONAL_FIELDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of)
 from .sql import statements
 from .store_setup import VOCABULARY_BOXES, attrs_batch, normalize_udf, refuse_foreign, register
 
@@ -70,7 +70,7 @@ _STAGE_PARAMS = {
     "kinds": [k for k in KINDS if k in CORE_KINDS],
     "effect_kinds": sorted(EFFECT_KINDS), "heartbeats": list(HEARTBEATS), "decisions": list(DECISIONS),
     "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
-    "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"],
+    "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"], "instant_shape": INSTANT_SHAPE,
     # What the normalizer's str.strip() removes: a text value whose first character is one of
     # these may be blank (empty is absent), so it takes the careful path. DuckDB's trim removes
     # spaces only, and would keep "\t" as a worker or a workflow key.

@@ -148,11 +148,13 @@ WITH decoded AS (
            CASE WHEN fast THEN j.event_id ELSE n.event_id END AS event_id,
            CASE WHEN NOT fast THEN n.attrs
                 WHEN j.attrs IS NOT NULL THEN auditor_attrs('{"attrs":' || j.attrs || '}', $keep_payloads) END AS attrs,
-           try_cast(CASE WHEN fast THEN j.lease_until ELSE n.lease_until END AS TIMESTAMPTZ) AS lease_until,
+           CASE WHEN regexp_full_match(CASE WHEN fast THEN j.lease_until ELSE n.lease_until END, $instant_shape)
+                THEN try_cast(upper(CASE WHEN fast THEN j.lease_until ELSE n.lease_until END) AS TIMESTAMPTZ) END AS lease_until,
            CASE WHEN fast THEN j.heartbeat ELSE n.heartbeat END AS heartbeat,
            CASE WHEN fast THEN j.reason ELSE n.reason END AS reason,
            CASE WHEN fast THEN j.authority_id ->> '$' ELSE n.authority_id END AS authority_id,
-           try_cast(CASE WHEN fast THEN j.expires_at ELSE n.expires_at END AS TIMESTAMPTZ) AS expires_at,
+           CASE WHEN regexp_full_match(CASE WHEN fast THEN j.expires_at ELSE n.expires_at END, $instant_shape)
+                THEN try_cast(upper(CASE WHEN fast THEN j.expires_at ELSE n.expires_at END) AS TIMESTAMPTZ) END AS expires_at,
            CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
            CASE WHEN fast THEN j.decision ELSE n.decision END AS decision
     FROM norm
@@ -167,11 +169,14 @@ WITH decoded AS (
            NULL::VARCHAR AS decision
     FROM typed_chunk
 ), timed AS (
-    -- An unparsable ts is dropped, the event stays (SPEC rev 2).
-    SELECT * EXCLUDE (ts_given, ts_number),
-           coalesce(ts_number, try_cast(ts_given AS TIMESTAMPTZ)) AS ts_utc,
-           CASE WHEN ts_number IS NOT NULL OR try_cast(ts_given AS TIMESTAMPTZ) IS NOT NULL THEN ts_given END AS ts
-    FROM picked
+    -- An unparsable ts is dropped, the event stays (SPEC rev 2). Text is a time only in the shape
+    -- both engines read alike ($instant_shape: RFC 3339; normalize.instant is the live side).
+    SELECT * EXCLUDE (ts_given, ts_number, ts_read),
+           coalesce(ts_number, ts_read) AS ts_utc,
+           CASE WHEN ts_number IS NOT NULL OR ts_read IS NOT NULL THEN ts_given END AS ts
+    FROM (SELECT *, CASE WHEN regexp_full_match(ts_given, $instant_shape)
+                         THEN try_cast(upper(ts_given) AS TIMESTAMPTZ) END AS ts_read
+          FROM picked)
 ), hashed AS (
     -- A derived id hashes every canonical field by name, absent ones included (as null), so two
     -- different events never share one. The optional fields of revision 2 join the hash only

@@ -85,6 +85,15 @@ PAYLOAD_KEYS = frozenset({"payload", "prompt", "input", "output", "arguments", "
 #: seconds: 1e11 seconds is the year 5138, 1e11 milliseconds is March 1973.
 TS_MILLIS_FROM = 100_000_000_000
 
+#: The instants both engines read (``ts``, ``lease_until``, ``expires_at``): RFC 3339, with ``T``,
+#: ``t`` or a space between date and time, seconds and fraction optional, ``Z``, ``z`` or an offset
+#: (a time without one is UTC), or a date alone. The batch audit casts in DuckDB and the live
+#: detector parses in Python, and the two readers disagree outside this shape ("... UTC", ISO week
+#: dates, 24:00): text of any other shape is not a time in either, so they cannot disagree.
+INSTANT_SHAPE = (r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+                 r"([Tt ]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?"
+                 r"([Zz]|[+-]([01][0-9]|2[0-3])(:?[0-5][0-9])?)?)?")
+
 _KIND_LIST = ", ".join(KINDS)
 _NOTHING: Mapping[str, str] = MappingProxyType({})
 

@@ -104,3 +104,38 @@ def test_a_boolean_effect_key_is_not_a_pass(tmp_path):
                    '{"seq": 2, "workflow_key": "k", "kind": "effect_committed", "epoch": 1, "effect_key": true}\n')
     with audit([log]) as result:
         assert result.verdict.value == "incomplete"
+
+
+INSTANTS = ["2026-07-26T14:05:00Z", "2026-07-26t14:05:00z", "2026-07-26 14:05:00Z", "2026-07-26T14:05:00",
+            "2026-07-26T14:05Z", "2026-07-26", "2026-07-26T14:05:00.1Z", "2026-07-26T14:05:00.123456789Z",
+            "2026-07-26T14:05:00+02:00", "2026-07-26T14:05:00-0530", "2026-07-26T14:05:00+02",
+            "2026-07-26T14:05:00 UTC", "20260726T140500Z", "2026-W30-7", "2026-07-26T24:00:00Z",
+            "2026-7-26T14:05:00Z", "2026-07-26T14:05:00 +02:00", "2026-02-30T00:00:00Z", "2026-07-26T14:05:60Z",
+            " 2026-07-26T14:05:00Z", "2026-07-26T14:05:00Z ", "2026-07-26T14:05:00.Z", "2026-07-26T14:05:00+24:00",
+            "+2026-07-26T14:05:00Z", "2026-07-26Z", "２０２６-07-26T14:05:00Z"]
+
+
+def test_both_engines_read_the_same_instants(tmp_path):
+    """The store's cast (batch) and ``normalize.instant`` (live) read the same texts as the same
+    instants, and refuse the same ones: ts, lease_until and expires_at."""
+    import json
+    from datetime import timezone
+
+    from auditor.normalize import instant
+
+    log = tmp_path / "instants.jsonl"
+    with open(log, "w", encoding="utf-8") as f:
+        for n, text in enumerate(INSTANTS, 1):
+            f.write(json.dumps({"seq": n, "workflow_key": "k", "kind": "lease_acquired", "epoch": n, "worker": "w",
+                                "ts": text, "lease_until": text}) + "\n")
+    with Store(None) as store:
+        ingest_paths([log], store, idempotent=False)
+        rows = store.con.execute("SELECT seq, ts_utc, lease_until, ts FROM events ORDER BY seq").fetchall()
+    assert len(rows) == len(INSTANTS)
+    for (seq, ts_utc, lease_until, ts), text in zip(rows, INSTANTS):
+        live = instant(text)
+        assert (ts_utc and ts_utc.astimezone(timezone.utc)) == (live and live.astimezone(timezone.utc)), text
+        assert lease_until == ts_utc, text
+        assert ts == (text if live else None), text
+    read = [t for t in INSTANTS if instant(t) is not None]
+    assert len(read) == 11 and "2026-07-26t14:05:00z" in read and "2026-07-26T14:05:00 UTC" not in read
