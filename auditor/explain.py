@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from .detect import Detection
 from .detect.timeline import takeovers
-from .model import Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
+from .model import GRADE_RANK, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
 from .result import AuditResult, WorkflowSummary
 from .rules import RESPONSES, TWICE, authority_incident_id, confidence, displaced_epoch, incident_id
 
@@ -25,7 +25,6 @@ _ACTIVITY, _REJECTED, _ATTEMPT = Grade.STALE_ACTIVITY, Grade.REJECTED_ATTEMPT, G
 _COMMITTED, _UNKNOWN = Outcome.COMMITTED, Outcome.UNKNOWN
 _BY_SEVERITY = (Outcome.COMMITTED, Outcome.UNKNOWN, Outcome.REJECTED)
 _VALUE = {g: g.value for g in Grade}
-_RANK = {g: g.rank for g in Grade}
 
 
 def owner(worker: str | None, epoch: int | None) -> str:
@@ -51,7 +50,7 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
     if transition is not None and transition_seq is not None:
         parts.append(f"{owner(transition.worker, transition.epoch)} was acquired at "
                      f"{at_position(transition_seq, observed)}")
-    worst = max(stale, key=lambda f: (_RANK[f.grade], -f.position), default=None)
+    worst = max(stale, key=lambda f: (GRADE_RANK[f.grade], -f.position), default=None)
     if worst is not None:
         what = _VERBS[worst.kind]
         if worst.effect_key and worst.kind is not _PROGRESS:
@@ -105,7 +104,7 @@ def authority_witness(findings: list[Finding]) -> str:
     """The witness of an unauthorized incident (SPEC section 8): which mandate was missing and
     since when, then what the owner did without it (``mandate-7 expired at 14:00; epoch 2 (w2)
     then committed refund:inv-9 at 14:05``)."""
-    worst = max(findings, key=lambda f: (_RANK[f.grade], -f.position))
+    worst = max(findings, key=lambda f: (GRADE_RANK[f.grade], -f.position))
     why = [_WHY[r](worst) for r in worst.reasons if r in _WHY]
     what = _VERBS[worst.kind] + (f" {worst.effect_key}" if worst.effect_key else "")
     where = f"at {worst.ts}" if "expired" in worst.reasons and worst.ts else f"at {at(worst)}"
@@ -129,7 +128,7 @@ def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
     out: list[Incident] = []
     linked: dict[str, str] = {}
     for (key, about), fs in groups.items():
-        fs.sort(key=lambda f: (f.position, _RANK[f.grade]))
+        fs.sort(key=lambda f: (f.position, GRADE_RANK[f.grade]))
         if isinstance(about, str):
             iid, epoch = authority_incident_id(key, about), fs[0].epoch
         else:
@@ -153,7 +152,7 @@ def _with_incident(f: Finding, iid: str) -> Finding:
 
 def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str, key: str,
               epoch: int, fs: list[Finding], observed: bool) -> Incident:
-    severity = max((f.grade for f in fs), key=_RANK.__getitem__)
+    severity = max((f.grade for f in fs), key=GRADE_RANK.__getitem__)
     stale = [f for f in fs if f.grade not in TWICE]
     transition_seq = next((f.transition_seq for f in fs if f.transition_seq is not None), None)
     last = fs[-1]
@@ -212,7 +211,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
 def responses(grades: Iterable[Grade]) -> tuple[str, ...]:
     """Each distinct action the grades call for, most urgent (most severe grade) first: a stale
     commit by a worker still heartbeating needs both "freeze" and "stop the old worker"."""
-    return tuple(RESPONSES[g] for g in sorted(set(grades), key=_RANK.__getitem__, reverse=True))
+    return tuple(RESPONSES[g] for g in sorted(set(grades), key=GRADE_RANK.__getitem__, reverse=True))
 
 
 def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:
@@ -245,7 +244,7 @@ def workflows(det: Detection, findings: list[Finding]) -> list[WorkflowSummary]:
         if fs:
             named = takeovers(fs)
             clean = sum(1 for s in handovers.get(k, ()) if s not in named)
-            severity = max((f.grade for f in fs), key=_RANK.__getitem__)
+            severity = max((f.grade for f in fs), key=GRADE_RANK.__getitem__)
         out.append(WorkflowSummary(
             workflow_key=k, events=events, acquisitions=acquisitions, handovers=n_handovers,
             clean_handovers=clean, findings=len(fs) if fs else 0, severity=severity,

@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from .model import Confidence, Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, SinkResult
+from .model import GRADE_RANK, Confidence, Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, SinkResult
 from .vocabulary import reporter_role
 
 RESPONSES: dict[Grade, str] = {
@@ -170,11 +170,10 @@ def confidence(findings: Iterable[Finding], *, observed: bool, capped: bool = Fa
 # both engines list the same things the same way.
 
 
-_RANK = {g: g.rank for g in Grade}
 
 
 def finding_order(f: Finding) -> tuple[str, int, int]:
-    return (f.workflow_key, f.position, _RANK[f.grade])
+    return (f.workflow_key, f.position, GRADE_RANK[f.grade])
 
 
 def diagnostic_order(d: Diagnostic) -> tuple[str, int, str, int]:
