@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from typing import Any
 
 from .vocabulary import (AUTHORITY_ID_KINDS, DECISIONS, DEFAULT, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS,
@@ -263,13 +264,11 @@ def _choice(v: Any, allowed: tuple[str, ...]) -> str | None:
     return text if text in allowed else None
 
 
-def instant(text: str | None) -> "datetime | None":
+def instant(text: str | None) -> datetime | None:
     """RFC 3339 text as the store reads an instant: an aware datetime, UTC when no offset is
     given; None when it does not parse (DuckDB's cast drops it)."""
     if text is None or not _INSTANT.fullmatch(text):
         return None
-    from datetime import datetime, timezone
-
     try:
         t = datetime.fromisoformat(text.upper())
     except ValueError:  # a day the month does not have
@@ -277,11 +276,9 @@ def instant(text: str | None) -> "datetime | None":
     return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
 
 
-def when(ts: Any) -> "datetime | None":
+def when(ts: Any) -> datetime | None:
     """An event's ``ts`` as an aware datetime: a datetime, OTel nanoseconds, RFC 3339 text, or
     epoch seconds / milliseconds text (the rule of ``ts``); None when it is none of these."""
-    from datetime import datetime, timezone
-
     if ts is None or isinstance(ts, datetime):
         return ts if ts is None or ts.tzinfo else ts.replace(tzinfo=timezone.utc)
     if isinstance(ts, int):
@@ -303,8 +300,6 @@ def _instant(v: Any) -> str | None:
     text, seconds = _ts(v)
     if seconds is None:
         return text
-    from datetime import datetime, timezone
-
     return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
 
 

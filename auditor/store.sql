@@ -148,13 +148,11 @@ WITH decoded AS (
            CASE WHEN fast THEN j.event_id ELSE n.event_id END AS event_id,
            CASE WHEN NOT fast THEN n.attrs
                 WHEN j.attrs IS NOT NULL THEN auditor_attrs('{"attrs":' || j.attrs || '}', $keep_payloads) END AS attrs,
-           CASE WHEN regexp_full_match(CASE WHEN fast THEN j.lease_until ELSE n.lease_until END, $instant_shape)
-                THEN try_cast(upper(CASE WHEN fast THEN j.lease_until ELSE n.lease_until END) AS TIMESTAMPTZ) END AS lease_until,
+           CASE WHEN fast THEN j.lease_until ELSE n.lease_until END AS lease_until_given,
            CASE WHEN fast THEN j.heartbeat ELSE n.heartbeat END AS heartbeat,
            CASE WHEN fast THEN j.reason ELSE n.reason END AS reason,
            CASE WHEN fast THEN j.authority_id ->> '$' ELSE n.authority_id END AS authority_id,
-           CASE WHEN regexp_full_match(CASE WHEN fast THEN j.expires_at ELSE n.expires_at END, $instant_shape)
-                THEN try_cast(upper(CASE WHEN fast THEN j.expires_at ELSE n.expires_at END) AS TIMESTAMPTZ) END AS expires_at,
+           CASE WHEN fast THEN j.expires_at ELSE n.expires_at END AS expires_at_given,
            CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
            CASE WHEN fast THEN j.decision ELSE n.decision END AS decision
     FROM norm
@@ -164,18 +162,24 @@ WITH decoded AS (
     UNION ALL BY NAME
     SELECT line, pos, NULL::VARCHAR AS rejected, seq, workflow_key, kind, epoch, worker, effect_key, sink,
            sink_result, reporter, step_id, ts AS ts_given, NULL::TIMESTAMPTZ AS ts_number, event_id, attrs,
-           NULL::TIMESTAMPTZ AS lease_until, NULL::VARCHAR AS heartbeat, NULL::VARCHAR AS reason,
-           NULL::VARCHAR AS authority_id, NULL::TIMESTAMPTZ AS expires_at, NULL::VARCHAR AS scope,
+           NULL::VARCHAR AS lease_until_given, NULL::VARCHAR AS heartbeat, NULL::VARCHAR AS reason,
+           NULL::VARCHAR AS authority_id, NULL::VARCHAR AS expires_at_given, NULL::VARCHAR AS scope,
            NULL::VARCHAR AS decision
     FROM typed_chunk
 ), timed AS (
-    -- An unparsable ts is dropped, the event stays (SPEC rev 2). Text is a time only in the shape
-    -- both engines read alike ($instant_shape: RFC 3339; normalize.instant is the live side).
-    SELECT * EXCLUDE (ts_given, ts_number, ts_read),
+    -- The instants: text is a time only in the shape both engines read alike ($instant_shape:
+    -- RFC 3339; normalize.instant is the live side). An unparsable one is dropped, the event
+    -- stays (SPEC rev 2); ts is shown as written when it is read.
+    SELECT * EXCLUDE (ts_given, ts_number, ts_read, lease_until_given, expires_at_given),
            coalesce(ts_number, ts_read) AS ts_utc,
            CASE WHEN ts_number IS NOT NULL OR ts_read IS NOT NULL THEN ts_given END AS ts
-    FROM (SELECT *, CASE WHEN regexp_full_match(ts_given, $instant_shape)
-                         THEN try_cast(upper(ts_given) AS TIMESTAMPTZ) END AS ts_read
+    FROM (SELECT *,
+                 CASE WHEN regexp_full_match(ts_given, $instant_shape)
+                      THEN try_cast(upper(ts_given) AS TIMESTAMPTZ) END AS ts_read,
+                 CASE WHEN regexp_full_match(lease_until_given, $instant_shape)
+                      THEN try_cast(upper(lease_until_given) AS TIMESTAMPTZ) END AS lease_until,
+                 CASE WHEN regexp_full_match(expires_at_given, $instant_shape)
+                      THEN try_cast(upper(expires_at_given) AS TIMESTAMPTZ) END AS expires_at
           FROM picked)
 ), hashed AS (
     -- A derived id hashes every canonical field by name, absent ones included (as null), so two
