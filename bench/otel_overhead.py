@@ -163,11 +163,13 @@ def _request(sender: int, batch: int, spans: int = 100, events: int = 10) -> byt
     return req.SerializeToString()
 
 
-def _sender(port: int, sender: int, requests: int, out) -> None:
+def _sender(port: int, sender: int, requests: int, out, start) -> None:
     import http.client
 
     bodies = [_request(sender, b) for b in range(requests)]
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    out.put("ready")
+    start.wait()  # every sender posts from the same instant, the one the clock starts at
     refused = 0
     for body in bodies:
         while True:
@@ -207,12 +209,14 @@ def measure_serve(requests: int) -> dict:
                 break
             except OSError:
                 time.sleep(0.1)
-        out = multiprocessing.Queue()
-        senders = [multiprocessing.Process(target=_sender, args=(port, i, requests, out)) for i in range(2)]
+        out, start = multiprocessing.Queue(), multiprocessing.Event()
+        senders = [multiprocessing.Process(target=_sender, args=(port, i, requests, out, start)) for i in range(2)]
         for p in senders:  # bodies are encoded before the clock starts: the senders' cost is not serve's
             p.start()
-        time.sleep(0.5 + requests * 0.004)
+        for _ in senders:
+            assert out.get(timeout=600) == "ready"
         w0 = time.perf_counter()
+        start.set()
         total = 2 * requests * 100 * 10
         refused = [out.get(timeout=600) for _ in senders]
         while health()["persisted"] < total and time.perf_counter() - w0 < 600:
