@@ -175,3 +175,27 @@ def test_bounded_keys_settle_what_they_forget():
     assert [(f.grade.value, f.workflow_key, f.seq, f.outcome.value) for f in det.spilled] == [
         ("stale_attempt", "k1", 3, "unknown")]
     assert len(det.finish()) == 10  # the spilled one and the nine still open
+
+
+@pytest.mark.parametrize("first", ["commit", "rejection"])
+def test_a_commit_and_a_rejection_at_one_seq_resolve_alike_in_every_file_order(tmp_path, first):
+    """An ordering conflict found by the property above: a stale attempt, then a commit and a
+    rejection of its effect key at one later seq. The first of the two in (seq, event_id) order
+    resolves the attempt, as the live detector is fed them; the other is a finding of its own when
+    it is a rejection. The batch answer took whichever the ASOF join met first (it changed with the
+    file's order) and counted a rejection at the resolving seq as the receipt even when the commit
+    had resolved the attempt."""
+    ids = {"commit": "e1", "rejection": "e2"} if first == "commit" else {"commit": "e2", "rejection": "e1"}
+    hist = [ev("1 acq 1 a", event_id="a1"), ev("2 acq 2 b", event_id="a2"), ev("3 att 1 a x", event_id="t1"),
+            ev("4 com 1 a x", event_id=ids["commit"]), ev("4 rej 1 a x", event_id=ids["rejection"])]
+    expected = ([("stale_attempt", "k", 3, "committed"), ("rejected_attempt", "k", 4, "rejected"),
+                 ("stale_commit", "k", 4, "committed")] if first == "commit" else
+                [("rejected_attempt", "k", 3, "rejected"), ("stale_commit", "k", 4, "committed")])
+    live = LiveDetector()
+    events = sorted((event(d) for d in hist), key=lambda e: (e.seq, e.event_id))
+    found = [f for e in events for f in live.feed(e)] + live.finish()
+    found.sort(key=lambda f: (f.seq, f.grade.rank))
+    assert [(f.grade.value, f.workflow_key, f.seq, f.outcome.value) for f in found] == expected
+    for n, order in enumerate((hist, hist[::-1], hist[2:] + hist[:2])):
+        batch = audit([write_jsonl(tmp_path / f"h{n}.jsonl", order)])
+        assert [(f.grade.value, f.workflow_key, f.seq, f.outcome.value) for f in batch.findings] == expected

@@ -36,24 +36,28 @@ ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 -- Every stale event: a lower epoch's evidence at a seq above its displacement.
 CREATE OR REPLACE TEMP TABLE stale AS
 SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_result, d.t_seq,
-       e.event_id
+       e.event_id, e.obs
 FROM events e JOIN displaced d ON e.workflow_key = d.k AND e.epoch = d.p
 WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord > d.t_seq;
 
 -- name: effects
 CREATE OR REPLACE TEMP TABLE effects AS
 SELECT workflow_key AS k, ord AS s, kind, epoch, effect_key, step_id, sink_result,
-       kind = 'effect_committed' OR coalesce(sink_result = 'rejected', false) AS resolver
+       kind = 'effect_committed' OR coalesce(sink_result = 'rejected', false) AS resolver,
+       CASE WHEN kind = 'effect_committed' OR sink_result = 'rejected' THEN event_id END AS event_id, obs
 FROM events WHERE kind IN ('effect_attempted', 'effect_committed');
 
 -- name: resolutions
 -- Each attempt's outcome is the next later rejection or commit of its (key, epoch, effect key).
+-- Two of them at that seq (an ordering conflict): the first in (event_id, obs) order, the order
+-- the live detector is fed them in; r_obs names it (the other is no receipt: see findings).
 CREATE OR REPLACE TEMP TABLE resolutions AS
-SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq,
-       CASE WHEN r.kind = 'effect_committed' THEN 'committed'
-            WHEN r.sink_result = 'rejected' THEN 'rejected' END AS resolved_as
+SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq, r.first.obs AS r_obs,
+       CASE WHEN r.first.committed THEN 'committed' ELSE 'rejected' END AS resolved_as
 FROM (SELECT * FROM effects WHERE NOT resolver) a
-ASOF LEFT JOIN (SELECT * FROM effects WHERE resolver) r
+ASOF LEFT JOIN (SELECT k, epoch, effect_key, s,
+                       min({'event_id': event_id, 'obs': obs, 'committed': kind = 'effect_committed'}) AS first
+                FROM effects WHERE resolver GROUP BY k, epoch, effect_key, s) r
     ON a.k = r.k AND a.epoch = r.epoch AND a.effect_key = r.effect_key AND a.s < r.s;
 
 -- name: first_commits
@@ -92,7 +96,8 @@ FROM stale st JOIN resolutions r ON st.k = r.k AND st.s = r.s AND st.epoch = r.e
     AND st.effect_key = r.effect_key
 WHERE st.kind = 'effect_attempted' AND coalesce(st.sink_result, '') <> 'rejected'
 UNION ALL
--- A stale rejection is a finding of its own unless it is the receipt of a stale attempt.
+-- A stale rejection is a finding of its own unless it is the receipt of a stale attempt (the
+-- resolution names it: a commit or another rejection at its seq may have resolved the attempt).
 SELECT 'attempt', st.k, st.s, st.t_seq, 'rejected', st.s, NULL, false, [st.epoch], st.event_id
 FROM stale st
 WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
@@ -100,7 +105,7 @@ WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
       SELECT 1 FROM resolutions r JOIN stale a ON a.k = r.k AND a.s = r.s AND a.epoch = r.epoch
           AND a.effect_key = r.effect_key
       WHERE r.k = st.k AND r.r_seq = st.s AND r.epoch = st.epoch AND r.effect_key = st.effect_key
-        AND a.kind = 'effect_attempted')
+        AND r.r_obs = st.obs AND a.kind = 'effect_attempted')
 UNION ALL
 SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false, [epoch], event_id
 FROM stale WHERE kind = 'effect_committed'
