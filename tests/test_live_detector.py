@@ -199,3 +199,20 @@ def test_a_commit_and_a_rejection_at_one_seq_resolve_alike_in_every_file_order(t
     for n, order in enumerate((hist, hist[::-1], hist[2:] + hist[:2])):
         batch = audit([write_jsonl(tmp_path / f"h{n}.jsonl", order)])
         assert [(f.grade.value, f.workflow_key, f.seq, f.outcome.value) for f in batch.findings] == expected
+
+
+def test_two_attempts_at_one_seq_show_the_one_reported_first(tmp_path):
+    """Two stale attempts share seq 3 (an ordering conflict): x is resolved by a commit at seq 4,
+    y never is. Both grade stale_attempt, so they are one finding, and it is x's: the live
+    detector reports x at seq 4, before the end of the log settles y. The batch answer showed
+    whichever attempt came first in the file."""
+    hist = [ev("1 acq 1 a", event_id="a1"), ev("2 acq 2 b", event_id="a2"),
+            ev("3 att 1 a x", event_id="t9"), ev("3 att 1 a y", event_id="t1"), ev("4 com 1 a x", event_id="c1")]
+    expected = [("stale_attempt", 3, "x", "committed"), ("stale_commit", 4, "x", "committed")]
+    live = LiveDetector()
+    found = [f for e in sorted((event(d) for d in hist), key=lambda e: (e.seq, e.event_id)) for f in live.feed(e)]
+    found += live.finish()
+    assert sorted((f.grade.value, f.seq, f.effect_key, f.outcome.value) for f in found) == expected
+    for n, order in enumerate((hist, hist[::-1], hist[3:] + hist[:3])):
+        batch = audit([write_jsonl(tmp_path / f"h{n}.jsonl", order)])
+        assert [(f.grade.value, f.seq, f.effect_key, f.outcome.value) for f in batch.findings] == expected

@@ -52,8 +52,8 @@ FROM events WHERE kind IN ('effect_attempted', 'effect_committed');
 -- Two of them at that seq (an ordering conflict): the first in (event_id, obs) order, the order
 -- the live detector is fed them in; r_obs names it (the other is no receipt: see findings).
 CREATE OR REPLACE TEMP TABLE resolutions AS
-SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq, r.first.obs AS r_obs,
-       CASE WHEN r.first.committed THEN 'committed' ELSE 'rejected' END AS resolved_as
+SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq, r.first.event_id AS r_eid, r.first.obs AS r_obs,
+       CASE WHEN r.first.committed THEN 'committed' WHEN NOT r.first.committed THEN 'rejected' END AS resolved_as
 FROM (SELECT * FROM effects WHERE NOT resolver) a
 ASOF LEFT JOIN (SELECT k, epoch, effect_key, s,
                        min({'event_id': event_id, 'obs': obs, 'committed': kind = 'effect_committed'}) AS first
@@ -83,22 +83,28 @@ FROM effects WHERE kind = 'effect_committed' AND step_id IS NOT NULL
 GROUP BY k, step_id, epoch;
 
 -- name: findings
--- One row per finding: grade, the event it sits on, and what resolved it.
+-- One row per finding: grade, the event it sits on, and what resolved it. em_* is the event
+-- that made an attempt a finding (its resolution or its own rejection) in feed order, null for
+-- one only the end of the log settles: of two attempts at one seq that grade alike (an ordering
+-- conflict, one finding) the one shown is the first the live detector reports.
 CREATE OR REPLACE TEMP TABLE raw_findings AS
 SELECT 'stale_activity' AS grade, k, s, t_seq, NULL::VARCHAR AS outcome, NULL::BIGINT AS receipt_seq,
-       NULL::BIGINT[] AS epochs, false AS unstable, [epoch] AS on_epochs, event_id AS eid
+       NULL::BIGINT[] AS epochs, false AS unstable, [epoch] AS on_epochs, event_id AS eid,
+       NULL::BIGINT AS em_seq, NULL::VARCHAR AS em_eid, NULL::BIGINT AS em_obs
 FROM stale WHERE kind = 'progress'
 UNION ALL
 -- A stale attempt: what resolved it (if anything) goes to Python, where rules.attempt_grade
 -- grades it; "attempt" stands for rejected_attempt or stale_attempt until then.
-SELECT 'attempt', st.k, st.s, st.t_seq, r.resolved_as, r.r_seq, NULL, false, [st.epoch], st.event_id
+SELECT 'attempt', st.k, st.s, st.t_seq, r.resolved_as, r.r_seq, NULL, false, [st.epoch], st.event_id,
+       r.r_seq, r.r_eid, r.r_obs
 FROM stale st JOIN resolutions r ON st.k = r.k AND st.s = r.s AND st.epoch = r.epoch
     AND st.effect_key = r.effect_key
 WHERE st.kind = 'effect_attempted' AND coalesce(st.sink_result, '') <> 'rejected'
 UNION ALL
 -- A stale rejection is a finding of its own unless it is the receipt of a stale attempt (the
 -- resolution names it: a commit or another rejection at its seq may have resolved the attempt).
-SELECT 'attempt', st.k, st.s, st.t_seq, 'rejected', st.s, NULL, false, [st.epoch], st.event_id
+SELECT 'attempt', st.k, st.s, st.t_seq, 'rejected', st.s, NULL, false, [st.epoch], st.event_id,
+       st.s, st.event_id, st.obs
 FROM stale st
 WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
   AND NOT EXISTS (
@@ -107,11 +113,11 @@ WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
       WHERE r.k = st.k AND r.r_seq = st.s AND r.epoch = st.epoch AND r.effect_key = st.effect_key
         AND r.r_obs = st.obs AND a.kind = 'effect_attempted')
 UNION ALL
-SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false, [epoch], event_id
+SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false, [epoch], event_id, NULL, NULL, NULL
 FROM stale WHERE kind = 'effect_committed'
 UNION ALL
 SELECT 'double_commit', k, s, NULL, 'committed', NULL,
-       list_sort(list_distinct(flatten(list(epochs)))), bool_or(unstable), list(epoch), NULL
+       list_sort(list_distinct(flatten(list(epochs)))), bool_or(unstable), list(epoch), NULL, NULL, NULL, NULL
 FROM (
     SELECT k, s, epochs, false AS unstable, epoch FROM first_commits WHERE nth > 1
     UNION ALL
@@ -122,8 +128,8 @@ GROUP BY k, s;
 
 -- name: picked
 -- The event each finding sits on: the stale event itself, or for a double commit a commit under
--- an epoch it added (not a retry of an earlier one); the least event_id should two fit (an
--- ordering conflict). obs is the row's identity (two rows may share an event_id: an
+-- an epoch it added (not a retry of an earlier one); should two fit (an ordering conflict), the
+-- first reported (em_*), then the least event_id. obs is the row's identity (two rows may share an event_id: an
 -- event_id_conflict).
 -- It and the next step are tables of their own: planned as one query with finding_rows, the
 -- joins against all events cost three times as much at ten million events.
@@ -136,7 +142,7 @@ FROM raw_findings f JOIN events e
                            WHEN 'double_commit' THEN 'effect_committed'
                            ELSE 'effect_attempted' END
  AND list_contains(f.on_epochs, e.epoch) AND (f.eid IS NULL OR e.event_id = f.eid)
-ORDER BY f.grade, f.k, f.s, f.outcome, e.event_id, e.obs;
+ORDER BY f.grade, f.k, f.s, f.outcome, f.em_seq NULLS LAST, f.em_eid, f.em_obs, e.event_id, e.obs;
 
 -- name: evidence
 CREATE OR REPLACE TEMP TABLE evidence AS
@@ -159,7 +165,9 @@ JOIN sources src ON src.source_id = f.source_id
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
 ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
                 FROM records GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
-LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1];
+LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1]
+-- Two attempts of one seq that grade alike are one finding (detect() keeps the first): the first reported.
+ORDER BY f.k, f.s, f.em_seq NULLS LAST, f.em_eid, f.em_obs, f.obs;
 
 -- name: release_evidence
 -- The finding rows are in Python now.

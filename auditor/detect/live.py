@@ -431,12 +431,13 @@ class LiveDetector:
     def _settle(self, key: str, st: _Key, out: list[Finding]) -> None:
         if st.pending:
             emitted = st.emitted if st.emitted is not None else set()
-            for waiting in st.pending.values():
-                for w in waiting:
-                    if (Grade.STALE_ATTEMPT, w[0].seq) in emitted:
-                        continue  # another attempt at the same seq (an ordering conflict)
-                    emitted.add((Grade.STALE_ATTEMPT, w[0].seq))
-                    out.append(live_authority.verdict_of(st, _attempt(w, None)))
+            # in feed order, (seq, event_id), as detect.sql picks among attempts sharing a seq
+            for w in sorted((w for waiting in st.pending.values() for w in waiting),
+                            key=lambda w: (w[0].seq, w[0].event_id or "")):
+                if (Grade.STALE_ATTEMPT, w[0].seq) in emitted:
+                    continue  # another attempt at the same seq (an ordering conflict)
+                emitted.add((Grade.STALE_ATTEMPT, w[0].seq))
+                out.append(live_authority.verdict_of(st, _attempt(w, None)))
             st.pending = None
         if st.unresolved:  # unauthorized attempts nothing resolved: their own verdict
             # one per (grade, seq), as feed reports them: attempts sharing a seq (an ordering
