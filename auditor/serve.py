@@ -43,10 +43,14 @@ JSON = "application/json"
 
 
 class _RecordAudit(LiveAudit):
-    """The core over batches of canonical records (one item per accepted request)."""
+    """The core over batches of canonical records: one item per accepted request, ``(records, their
+    split for the store made by the decoder, or None)``."""
 
-    def _records_of(self, item: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return item
+    def _records_of(self, item: tuple[list[dict[str, Any]], Any]) -> list[dict[str, Any]]:
+        return item[0]
+
+    def _prepared_of(self, item: tuple[list[dict[str, Any]], Any]) -> Any:
+        return item[1]
 
 
 @dataclass
@@ -61,7 +65,7 @@ class ServeConfig:
     reorder_window_millis: float = 1000.0
     max_workflow_keys: int = 100_000
     decoders: int = 0
-    persist_batch: int = 16_384
+    persist_batch: int = 65_536
     lease_by: tuple[str, ...] | None = None  # lease health's dimensions (None: tool, model, provider)
 
 
@@ -137,7 +141,7 @@ class Receiver:
             try:
                 try:
                     decoded = await asyncio.wrap_future(pool.submit(
-                        decode_request, signal, body, content_type, encoding, self.config.max_body_bytes))
+                        decode_request, signal, body, content_type, encoding, self.config.max_body_bytes, True))
                 except BrokenExecutor:  # a decoder died (killed, out of memory): decode here
                     self._pool_failed()
                     decoded = decode_request(signal, body, content_type, encoding, self.config.max_body_bytes)
@@ -168,8 +172,8 @@ class Receiver:
         if decoded[0] == "error":
             _, status, ctype, message = decoded
             return status, _error(ctype, message), ctype, {}
-        _, records, reasons = decoded
-        if records and not self.audit._enqueue(records, refuse=True):  # noqa: SLF001 - the core's door
+        _, records, reasons, prepared = decoded
+        if records and not self.audit._enqueue((records, prepared), refuse=True):  # noqa: SLF001 - the core's door
             return self._busy(ctype)
         with self._lock:
             self.records += len(records)
@@ -233,13 +237,17 @@ def _gunzip(body: bytes, limit: int) -> bytes:
     return out
 
 
-#: What a decoder gives: ("ok", records, reasons) or ("error", HTTP status, content type, message).
+#: What a decoder gives: ("ok", records, reasons, their split for the store or None) or
+#: ("error", HTTP status, content type, message).
 Decoded = tuple
 
 
-def decode_request(signal: str, body: bytes, content_type: str, encoding: str, limit: int) -> Decoded:
+def decode_request(signal: str, body: bytes, content_type: str, encoding: str, limit: int,
+                   prepare: bool = False) -> Decoded:
     """One request body -> its canonical records (or the HTTP error); runs in a decoder process
-    or, with ``decoders=0``, in the receiver. Plain data in and out: it pickles cheaply."""
+    or, with ``decoders=0``, in the receiver. Plain data in and out: it pickles cheaply (the split,
+    Arrow columns, as buffers). ``prepare`` (in a decoder process) also splits the records for the
+    store (``store_typed.prepare``): that Python runs off the receiver's GIL, beside it."""
     ctype = JSON if content_type.startswith(JSON) else PROTOBUF
     if encoding == "gzip":
         try:
@@ -256,7 +264,11 @@ def decode_request(signal: str, body: bytes, content_type: str, encoding: str, l
         records, reasons = _decode(signal, body, ctype)
     except ValueError as e:
         return "error", 400, ctype, str(e)
-    return "ok", records, reasons
+    if prepare and records:
+        from .store_typed import prepare as split_ahead
+
+        return "ok", records, reasons, split_ahead(records)  # the live store keeps no payloads
+    return "ok", records, reasons, None
 
 
 def _decoder_pool(workers: int):
@@ -296,6 +308,9 @@ def _decoder_ready() -> bool:
 
     from .ingest.otlp import request_records  # noqa: F401
     from .otel.otlp_proto import log_records, trace_records  # noqa: F401
+    from .store_typed import prepare
+
+    prepare([{"workflow_key": "k", "kind": "progress", "epoch": 1, "seq": 1}])  # pyarrow's first table
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: F401
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest  # noqa: F401
 
@@ -376,12 +391,20 @@ def app(receiver: Receiver):
         size = request.headers.get("content-length")
         if size is not None and size.isdigit() and int(size) > limit:
             return Response(status_code=413)
+        # The ASGI messages themselves, not request.stream(): an async generator per request
+        # costs the event loop a WeakSet entry (asyncio tracks them), a few percent of its time.
         chunks, total = [], 0
-        async for chunk in request.stream():
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":  # the sender left: nothing to answer
+                return Response(status_code=400)
+            chunk = message.get("body", b"")
             total += len(chunk)
             if total > limit:
                 return Response(status_code=413)
             chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
         status, body, ctype, headers = await receiver.accept_async(
             signal, b"".join(chunks), request.headers.get("content-type", ""),
             request.headers.get("content-encoding", "").strip().lower())

@@ -13,7 +13,6 @@ Threading: a ``Store`` owns one DuckDB connection; use it from one thread at a t
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -41,6 +40,8 @@ from .store_setup import VOCABULARY_BOXES, attrs_batch, normalize_udf, refuse_fo
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
+
+    from .store_typed import Prepared
 
 SQL = statements("store.sql")
 #: Run on every connection and cursor: DuckDB draws its progress bar on stdout for a query over two
@@ -79,19 +80,10 @@ _STAGE_PARAMS = {
 _REPORTERS = {r: Reporter(r) for r in REPORTERS}
 
 
-@functools.cache
-def _typed_schema() -> "pa.Schema":
-    """The Arrow schema of typed records (``store_typed.COLUMNS``)."""
-    import pyarrow as pa
-
-    from .store_typed import COLUMNS
-
-    ints = {"line", "pos", "seq", "epoch"}
-    return pa.schema([(c, pa.int64() if c in ints else pa.string()) for c in COLUMNS])
-
-
 def _no_typed() -> "pa.Table":
-    return _typed_schema().empty_table()
+    from .store_typed import schema
+
+    return schema().empty_table()
 
 
 def _at_least_one(chunks: Iterable["pa.Table"]) -> Iterator["pa.Table"]:
@@ -409,40 +401,87 @@ class Store:
         Records the stage's fast path would take from their JSON text are handed to it as typed
         columns instead (``store_typed``: no JSON round trip, the same rows); the others, and
         every record of a ``careful`` store, go as JSON lines."""
-        import pyarrow as pa
+        return self._append_split(name, [(line, pos, rec) for pos, (line, rec) in enumerate(records, 1)], [])
 
-        records = list(records)
-        typed = None
-        rest = [(line, pos, rec) for pos, (line, rec) in enumerate(records, 1)]
-        if not self.careful:
-            try:
-                typed, rest = self._typed(records)
-            except (pa.ArrowException, UnicodeError):  # a lone surrogate, say: the JSON way decides
-                typed = None
-        raws = [json.dumps(rec, default=str).encode() for _line, _pos, rec in rest]
-        table = pa.table({"line": pa.array([r[0] for r in rest], pa.int64()),
-                          "pos": pa.array([r[1] for r in rest], pa.int64()),
-                          "raw": pa.array(raws, pa.binary()), "bad": pa.nulls(len(rest), pa.string())})
-        return self.ingest(name, "records", [table], typed=typed)
+    def append_parts(self, name: str, parts: Iterable[tuple[int, list[dict[str, Any]], "Prepared | None"]]
+                     ) -> SourceCounts:
+        """Append records given in parts ``(first line, records, prepared split or None)`` as one
+        source: what ``append_records`` writes for all of them, numbered from each part's first
+        line on. A part split ahead (``store_typed.prepare``, in serve's decoder processes) is not
+        split again: its typed columns are renumbered in Arrow, no Python per record."""
+        plain: list[tuple[int, int, dict[str, Any]]] = []
+        ready: list[tuple[int, int, list[dict[str, Any]], Prepared]] = []
+        pos0 = 0
+        for first, records, prepared in parts:
+            if (prepared is not None and prepared.typed is not None and not self.careful
+                    and prepared.keep_payloads == self.keep_payloads):
+                ready.append((pos0, first, records, prepared))
+            else:
+                plain += [(first + i, pos0 + i + 1, rec) for i, rec in enumerate(records)]
+            pos0 += len(records)
+        return self._append_split(name, plain, ready)
 
-    def _typed(self, records: list[tuple[int, dict[str, Any]]]) -> tuple["pa.Table", list]:
-        """``store_typed.split``, as an Arrow table; a ``ts`` DuckDB does not read as an instant
-        sends its record the JSON way (the normalizer may read it as epoch seconds)."""
+    def _append_split(self, name: str, plain: list[tuple[int, int, dict[str, Any]]],
+                      ready: list[tuple[int, int, list[dict[str, Any]], "Prepared"]]) -> SourceCounts:
+        """Stage ``plain`` records ``(line, pos, record)`` (split here) and ``ready`` parts
+        ``(pos offset, first line, records, prepared split)`` as one source."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from .store_typed import split
+        from .store_typed import split, table
 
-        cols, rest = split(records, self.keep_payloads)
-        schema = _typed_schema()
-        typed = pa.table({c: pa.array(v, schema.field(c).type) for c, v in cols.items()}, schema)
+        tables, rest = [], plain
+        if not self.careful:
+            rest = []
+            try:
+                cols, rest = split(plain, self.keep_payloads)
+                tables.append(table(cols))
+            except (pa.ArrowException, UnicodeError):  # a lone surrogate, say: the JSON way decides
+                rest = plain
+            for pos0, first, records, prepared in ready:
+                t = prepared.typed
+                if t.num_rows:
+                    pos = t.column("pos")
+                    t = t.set_column(0, "line", pc.add(pos, first - 1)).set_column(1, "pos", pc.add(pos, pos0))
+                    tables.append(t)
+                rest += [(first + p - 1, pos0 + p, records[p - 1]) for p in prepared.rest]
+        typed = None
+        if tables:
+            typed = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+            typed, unread = self._unread_ts(typed)
+            if unread:
+                rest += [self._record_at(p, plain, ready) for p in unread]
+        rest.sort(key=lambda r: r[1])  # in order already but for the ts unread and the parts' rests
+        raws = [json.dumps(rec, default=str).encode() for _line, _pos, rec in rest]
+        chunk = pa.table({"line": pa.array([r[0] for r in rest], pa.int64()),
+                          "pos": pa.array([r[1] for r in rest], pa.int64()),
+                          "raw": pa.array(raws, pa.binary()), "bad": pa.nulls(len(rest), pa.string())})
+        return self.ingest(name, "records", [chunk], typed=typed)
+
+    def _unread_ts(self, typed: "pa.Table") -> tuple["pa.Table", list[int]]:
+        """``typed`` without the records whose ``ts`` DuckDB does not read as an instant, and
+        their ``pos``: those go the JSON way (the normalizer may read it as epoch seconds)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         unread = [p for (p,) in self.con.from_arrow(typed).filter(
             "ts IS NOT NULL AND try_cast(ts AS TIMESTAMPTZ) IS NULL").project("pos").fetchall()]
         if unread:
             mask = pc.is_in(typed.column("pos"), value_set=pa.array(unread, pa.int64()))
             typed = typed.filter(pc.invert(mask))
-            rest = sorted(rest + [(records[p - 1][0], p, records[p - 1][1]) for p in unread], key=lambda r: r[1])
-        return typed, rest
+        return typed, unread
+
+    @staticmethod
+    def _record_at(pos: int, plain: list[tuple[int, int, dict[str, Any]]],
+                   ready: list[tuple[int, int, list[dict[str, Any]], "Prepared"]]) -> tuple[int, int, dict[str, Any]]:
+        """The ``(line, pos, record)`` staged at ``pos`` (rare: a ts DuckDB does not read)."""
+        for item in plain:
+            if item[1] == pos:
+                return item
+        for pos0, first, records, _prepared in ready:
+            if pos0 < pos <= pos0 + len(records):
+                return first + pos - pos0 - 1, pos, records[pos - pos0 - 1]
+        raise LookupError(pos)
 
     # Reading.
 

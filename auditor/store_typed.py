@@ -9,13 +9,17 @@ object of plain JSON values. Its columns are what the fast path reads from that 
 query then computes ``ts``, ``ts_utc``, the derived ``event_id`` and the accounting from them
 exactly as for the line. Every other record goes the JSON way, through the normalizer.
 tests/test_store_typed.py pins the result to the careful store.
+
+``prepare`` does the split where the records are made, ahead of the append: ``auditor serve``'s
+decoder processes, off the receiver's GIL (the split is a third of the store writer's Python).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from .normalize import _payload_key, redact
 from .vocabulary import CORE_KINDS, EFFECT_KINDS, FIELDS, KINDS, REPORTERS, SINK_RESULTS
@@ -99,16 +103,17 @@ def _attrs_text(attrs: dict[str, Any], keep_payloads: bool) -> str | None | bool
     return text
 
 
-def split(records: list[tuple[int, dict[str, Any]]], keep_payloads: bool
+def split(records: list[tuple[int, int, dict[str, Any]]], keep_payloads: bool
           ) -> tuple[dict[str, list], list[tuple[int, int, dict[str, Any]]]]:
-    """``records`` -> (typed columns by ``COLUMNS``, the rest as ``(line, pos, record)``); ``pos``
-    is the record's 1-based place in ``records``, as the JSON way numbers it."""
+    """``records`` as ``(line, pos, record)`` -> (typed columns by ``COLUMNS``, the rest as given);
+    ``pos`` is the record's place in its append, as the JSON way numbers it."""
     cols: dict[str, list] = {c: [] for c in COLUMNS}
     (c_line, c_pos, c_seq, c_key, c_kind, c_epoch, c_worker, c_effect, c_sink, c_sr, c_rep, c_step, c_ts, c_id,
      c_attrs) = cols.values()
     rest = []
     allowed = _ALLOWED
-    for pos, (line, rec) in enumerate(records, 1):
+    for item in records:
+        line, pos, rec = item
         get = rec.get
         kind, seq, epoch = get("kind"), get("seq"), get("epoch")
         attrs = get("attrs")
@@ -136,7 +141,7 @@ def split(records: list[tuple[int, dict[str, Any]]], keep_payloads: bool
             text = _attrs_text(attrs, keep_payloads) if type(attrs) is dict else False
             ok = text is not False
         if not ok:
-            rest.append((line, pos, rec))
+            rest.append(item)
             continue
         c_line.append(line)
         c_pos.append(pos)
@@ -154,3 +159,45 @@ def split(records: list[tuple[int, dict[str, Any]]], keep_payloads: bool
         c_id.append(get("event_id"))
         c_attrs.append(text)
     return cols, rest
+
+
+@functools.cache
+def schema() -> "pa.Schema":
+    """The Arrow schema of typed records (``COLUMNS``)."""
+    import pyarrow as pa
+
+    ints = {"line", "pos", "seq", "epoch"}
+    return pa.schema([(c, pa.int64() if c in ints else pa.string()) for c in COLUMNS])
+
+
+def table(cols: dict[str, list]) -> "pa.Table":
+    """``split``'s typed columns as an Arrow table (``pa.ArrowException`` or ``UnicodeError`` on a
+    value Arrow cannot hold, a lone surrogate say: the caller sends those records the JSON way)."""
+    import pyarrow as pa
+
+    s = schema()
+    return pa.table({c: pa.array(v, s.field(c).type) for c, v in cols.items()}, s)
+
+
+class Prepared(NamedTuple):
+    """A list of records split ahead of its append (``prepare``): ``typed`` (``table``) numbers each
+    record by its 1-based place in the list (``line`` and ``pos`` alike: the store renumbers both),
+    ``rest`` the places of the records that go the JSON way. ``Store.append_parts`` takes it when
+    its own ``keep_payloads`` is the one the split was made with; ``typed`` None (Arrow refused a
+    value) sends every record the JSON way."""
+
+    typed: "pa.Table | None"
+    rest: list[int]
+    keep_payloads: bool
+
+
+def prepare(records: list[dict[str, Any]], keep_payloads: bool = False) -> Prepared:
+    """``records`` split for their append, where they are made (a decoder process)."""
+    import pyarrow as pa
+
+    cols, rest = split([(pos, pos, rec) for pos, rec in enumerate(records, 1)], keep_payloads)
+    try:
+        typed = table(cols)
+    except (pa.ArrowException, UnicodeError):
+        return Prepared(None, list(range(1, len(records) + 1)), keep_payloads)
+    return Prepared(typed, [pos for _line, pos, _rec in rest], keep_payloads)

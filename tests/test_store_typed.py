@@ -16,7 +16,7 @@ import pytest
 
 from auditor.serve import JSON, PROTOBUF, _decode
 from auditor.store import Store
-from auditor.store_typed import split
+from auditor.store_typed import prepare, split
 
 from .conftest import FIXTURES, ROOT
 
@@ -110,6 +110,21 @@ def _append(careful: bool, batches: list[list[dict]]) -> tuple:
         return _contents(store)
 
 
+def _append_parts(batches: list[list[dict]], keep_payloads: bool = False) -> tuple:
+    """The batches as serve's writer appends them: each in parts of a few records, every other part
+    split ahead (``prepare``, as a decoder process does), lines numbered on across parts."""
+    with Store(None) as store:
+        line = 1
+        for batch in batches:
+            parts = []
+            for n, i in enumerate(range(0, len(batch), 7)):
+                recs = batch[i:i + 7]
+                parts.append((line, recs, prepare(recs, keep_payloads) if n % 2 == 0 else None))
+                line += len(recs)
+            store.append_parts("otlp:serve", parts)
+        return _contents(store)
+
+
 RECORDS = {"fixtures": lambda: [r for p in OTLP for r in _served(p)], "protobuf": _protobuf, "logs": _logs,
            "edges": _edges}
 
@@ -122,11 +137,21 @@ def test_typed_append_writes_what_the_careful_store_writes(name):
     assert _append(False, batches) == _append(True, batches)
 
 
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_parts_split_ahead_write_what_the_careful_store_writes(name):
+    records = RECORDS[name]()
+    batches = [records, [dict(r) for r in records[: len(records) // 2]]]
+    careful = _append(True, batches)
+    assert _append_parts(batches) == careful
+    # a split made with another keep_payloads is not taken: the store splits again, by its own
+    assert _append_parts(batches, keep_payloads=True) == careful
+
+
 def test_typed_append_takes_the_records_serve_sends():
     """The shortcut is really taken for the common shape (else the test above pins nothing)."""
     for name in ("fixtures", "protobuf", "logs"):
         records = RECORDS[name]()
-        _cols, rest = split([(i, r) for i, r in enumerate(records, 1)], False)
+        _cols, rest = split([(i, i, r) for i, r in enumerate(records, 1)], False)
         assert len(rest) < len(records) / 2, name
-    _cols, rest = split([(i, r) for i, r in enumerate(_edges(), 1)], False)
+    _cols, rest = split([(i, i, r) for i, r in enumerate(_edges(), 1)], False)
     assert 0 < len(rest) < len(_edges())

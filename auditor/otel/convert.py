@@ -126,6 +126,8 @@ def record_event(rec: dict[str, Any]) -> LiveEvent | None:
 
 
 _CAPPED = {"otel.capped": True}
+_new = tuple.__new__
+_UNSET = tuple(LiveEvent._field_defaults[f] for f in LiveEvent._fields[13:])  # file, line, observed, ...
 _OPTIONAL = frozenset(OPTIONAL_FIELDS)
 _MAX = (1 << 63) - 1
 _MIN = -(1 << 63)
@@ -164,8 +166,9 @@ def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | str | None, capped
         rep = _REPORTERS.get(reporter) if type(reporter) is str else None
         if rep is None:
             return None
-    return LiveEvent(s, key, kind, epoch, worker or "unknown", effect_key, sink, sr, rep, step_id, ts,
-                     None, _CAPPED if capped else None)
+    # tuple.__new__ with every field: NamedTuple's generated __new__ (keyword defaults) costs twice this
+    return _new(LiveEvent, (s, key, kind, epoch, worker or "unknown", effect_key, sink, sr, rep, step_id, ts,
+                            None, _CAPPED if capped else None, *_UNSET))
 
 
 # Records -> events for the live detector. The batch door sends the same records through the

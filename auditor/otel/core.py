@@ -35,6 +35,7 @@ from ..detect.live import LiveDetector, LiveEvent
 from ..health_live import LeaseWatch
 from ..model import Confidence, Event, Finding, Owner
 from ..rules import confidence as rule_confidence
+from ..store_typed import Prepared
 from ..vocabulary import DEFAULT, Vocabulary, vocabulary_of
 from .convert import MappingError, event_from_record, record_event
 from .metrics import Metrics
@@ -151,7 +152,8 @@ class LiveAudit(StoreWriter, ABC):
         self._counter = itertools.count()
         self._observed: dict[str, int] = {}      # keys ordered by arrival (seq missing): last seq given
         self._lowered: dict[tuple[str, int], Confidence] = {}
-        self._records: list[tuple[int, dict[str, Any]]] = []
+        self._records: list[tuple[int, list[dict[str, Any]], Prepared | None]] = []  # see persist.py
+        self._unpersisted = 0  # records in _records
         self._record_line = 0
         self._last_persist = time.monotonic()
         self._pid = os.getpid()
@@ -195,6 +197,10 @@ class LiveAudit(StoreWriter, ABC):
     @abstractmethod
     def _records_of(self, item: Any) -> list[dict[str, Any]]:
         """The canonical records of one queued item; every door (spans, log records) says how."""
+
+    def _prepared_of(self, item: Any) -> Prepared | None:
+        """The item's records already split for the store (``store_typed.prepare``), if its door did."""
+        return None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Audit (and persist) every span ended before this call; False if ``timeout_millis`` passes first."""
@@ -282,11 +288,11 @@ class LiveAudit(StoreWriter, ABC):
                 self.unmapped += 1
                 self._once("map", "auditor: an item could not be mapped; it is not audited", exc_info=True)
                 continue
-            for rec in records:
-                self._record_line += 1
-                if persist:
-                    self._records.append((self._record_line, rec))
-                self._admit(rec, now)
+            if persist and records:  # the store writer's part: first line, records, a split made ahead
+                self._records.append((self._record_line + 1, records, self._prepared_of(item)))
+                self._unpersisted += len(records)
+            self._record_line += len(records)
+            self._admit_all(records, now)
         self._release(now, flush)
         if self.detector.spilled:
             spilled, self.detector.spilled = self.detector.spilled, []
@@ -296,14 +302,40 @@ class LiveAudit(StoreWriter, ABC):
                        self._max_keys)
         if len(self._observed) > self._max_keys:
             self._observed.clear()
+        # Persisted once persist_batch records wait, every persist_interval, and as soon as the
+        # items pause (a cycle found none: no batch to fill, the records go to the store now).
         if self._db is not None and (flush or now - self._last_persist >= self._persist_interval
-                                     or len(self._records) >= self._persist_batch):
+                                     or self._unpersisted >= self._persist_batch or (n == 0 and self._records)):
             self._persist(force=flush)
         if self.dropped_spans and "dropped" not in self._logged:
             self._once("dropped", "auditor: span queue full (max_queue_size=%d): ownership spans are being "
                        "dropped and not audited; raise max_queue_size or audit the Collector's files",
                        self._max_queue_size)
         self._publish_counts()
+
+    def _admit_all(self, records: list[dict[str, Any]], now: float) -> None:
+        """``_admit`` for each record, with its typed shortcut inlined (this loop runs per event):
+        a record ``record_event`` takes, on a key ordered by seq, goes straight to its heap."""
+        if not self._typed:
+            for rec in records:
+                self._admit(rec, now)
+            return
+        observed, pending, counter, push = self._observed, self._pending, self._counter, heapq.heappush
+        for rec in records:
+            try:
+                event = record_event(rec)
+            except Exception:  # noqa: BLE001 - _admit says why
+                event = None
+            if event is None or event.workflow_key in observed:
+                self._admit(rec, now)
+                continue
+            key = event.workflow_key
+            if event.attrs is not None:  # only otel.capped: a span that lost evidence
+                self._lower((key, event.seq), Confidence.MEDIUM)
+            heap = pending.get(key)
+            if heap is None:
+                heap = pending[key] = []
+            push(heap, (event.seq, "", next(counter), now, event))
 
     def _admit(self, rec: dict[str, Any], now: float) -> None:
         """One record from span_records: checked, then queued for the detector."""

@@ -5,7 +5,7 @@ The store stays open between appends while they keep coming: it is closed (which
 and lets another process open the file) once no batch has come for ``HOLD_IDLE`` seconds, and at
 least every ``HOLD_MAX`` seconds. Opening and checkpointing per append cost more than the append.
 
-A mixin of ``core.LiveAudit``, which owns the state it reads (``_records``, ``_writes``,
+A mixin of ``core.LiveAudit``, which owns the state it reads (``_records``: parts, see ``Part``; ``_writes``,
 ``_write_lock``, ``_unwritten``, the counters); split from ``core.py`` along that seam.
 """
 
@@ -22,6 +22,14 @@ HOLD_IDLE = 0.25
 HOLD_MAX = 2.0
 
 
+#: What the writer appends: ``(first line, records, their split made ahead or None)`` (``Store.append_parts``).
+Part = tuple[int, list[dict[str, Any]], Any]
+
+
+def _count(parts: list[Part]) -> int:
+    return sum(len(p[1]) for p in parts)
+
+
 class StoreWriter:
     """Persistence for ``LiveAudit`` (see the module docstring)."""
 
@@ -33,8 +41,9 @@ class StoreWriter:
         counted (or refused, in serve), memory stays bounded."""
         if self._records:
             batch, self._records = self._records, []
+            count, self._unpersisted = self._unpersisted, 0
             with self._write_lock:
-                self._unwritten += len(batch)
+                self._unwritten += count
                 behind = self._unwritten > self._max_unwritten
             self._writes.put(batch)
             self._last_persist = time.monotonic()
@@ -45,7 +54,7 @@ class StoreWriter:
 
     def _writer_run(self) -> None:
         token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-        retry: list[tuple[int, dict[str, Any]]] = []
+        retry: list[Part] = []
         try:
             while True:
                 try:
@@ -56,7 +65,7 @@ class StoreWriter:
                 try:
                     if batch is None:
                         self._close_store()
-                        self.persist_failures += len(retry)  # the store stayed locked to the end
+                        self.persist_failures += _count(retry)  # the store stayed locked to the end
                         return
                     while True:  # one append for everything waiting: batched writes
                         try:
@@ -85,12 +94,13 @@ class StoreWriter:
             except Exception as e:  # noqa: BLE001 - what was appended is committed already
                 self._once("close:" + type(e).__name__, "auditor: could not close %s: %s", self._db, e)
 
-    def _write(self, batch: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+    def _write(self, batch: list[Part]) -> list[Part]:
         """Append ``batch`` to the store; return what must be retried (the store was locked)."""
         from ..store import Store, StoreError, StoreLocked
 
+        count = _count(batch)
         with self._write_lock:
-            self._unwritten -= len(batch)
+            self._unwritten -= count
         try:
             if self._store is None:
                 self._store = Store(self._db, lock_timeout=2.0 if self._stop else 0.2, vocabulary=self._vocabulary)
@@ -98,21 +108,21 @@ class StoreWriter:
             # A Store opened on this file meanwhile in this process (GET /findings' report) shares
             # the database and put its own vocabulary in the shared box: ours again, per append.
             self._store.vocabulary = self._vocabulary
-            self._store.append_records(self._store_source(), batch)
-            self.persisted += len(batch)
+            self._store.append_parts(self._store_source(), batch)
+            self.persisted += count
         except StoreLocked:
-            overflow = len(batch) - self._max_unwritten // 2
-            if overflow > 0:
-                del batch[:overflow]
-                self.persist_failures += overflow
+            while batch and count > self._max_unwritten // 2:  # the oldest parts go first
+                dropped = len(batch.pop(0)[1])
+                count -= dropped
+                self.persist_failures += dropped
             self._once("locked", "auditor: %s is locked by another process; records are kept and "
                        "appended when it is free", self._db)
             with self._write_lock:
-                self._unwritten += len(batch)
+                self._unwritten += count
             return batch
         except Exception as e:  # noqa: BLE001 - StoreError, OSError, ValueError, DuckDB's own
             self._close_store()
-            self.persist_failures += len(batch)
+            self.persist_failures += count
             self._once("persist:" + type(e).__name__, "auditor: could not persist to %s: %s", self._db, e)
         return []
 
