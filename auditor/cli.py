@@ -189,8 +189,9 @@ def serve(
     max_queue: int = typer.Option(64, "--max-queue", metavar="N", min=1,
                                   help="Requests waiting for the audit before 429 Too Many Requests."),
     max_body: int = typer.Option(16, "--max-body-mb", metavar="MB", min=1, help="Largest request body, decompressed."),
-    decoders: int = typer.Option(1, "--decoders", metavar="N", min=0,
-                                 help="Processes decoding requests beside the receiver (0: in the receiver)."),
+    decoders: int = typer.Option(2, "--decoders", metavar="N", min=0,
+                                 help="Processes decoding requests (and splitting them for the store) beside the "
+                                      "receiver (0: in the receiver)."),
     by: Optional[list[str]] = BY,
     quiet: bool = QUIET,
 ) -> None:

@@ -13,10 +13,12 @@ Memory is bounded: a request body is at most ``max_body_bytes`` (decompressed to
 ``429 Too Many Requests`` and ``Retry-After`` (the OTLP exporters retry it), never dropped.
 Shutdown (SIGINT, SIGTERM) stops accepting, audits and stores what was accepted, then exits.
 
-Decoding (gunzip, protobuf or JSON, the mapping to records) runs in ``decoders`` worker processes
-(``--decoders``, default 1; 0 decodes on the event loop's thread): it is a third of a request's
-Python work, and off the receiver's GIL it runs beside the audit and the store writer. A request
-the workers cannot decode (a worker died) is decoded in the receiver itself: never dropped.
+Decoding (gunzip, protobuf or JSON, the mapping to records, and the records' split into the
+store's typed columns, ``store_typed.prepare``) runs in ``decoders`` worker processes
+(``--decoders``, default 2; 0 decodes on the event loop's thread): it is half of a request's
+Python work, and off the receiver's GIL it runs beside the audit and the store writer; two
+decode two senders' requests at once. A request the workers cannot decode (a worker died) is
+decoded in the receiver itself: never dropped.
 """
 
 from __future__ import annotations
