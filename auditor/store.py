@@ -13,6 +13,7 @@ Threading: a ``Store`` owns one DuckDB connection; use it from one thread at a t
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -78,6 +79,14 @@ _STAGE_PARAMS = {
     "blank": "".join(chr(c) for c in range(0x110000) if chr(c).isspace()),
 }
 _REPORTERS = {r: Reporter(r) for r in REPORTERS}
+
+
+def _ready_at(pos: int, ready: list[tuple[int, int, list[dict[str, Any]], "Prepared"]], starts: list[int]
+              ) -> tuple[int, int, dict[str, Any]]:
+    """The ``(line, pos, record)`` staged at ``pos`` from the parts split ahead (``starts``: their
+    pos offsets, increasing); for a ts DuckDB does not read."""
+    pos0, first, records, _prepared = ready[bisect.bisect_left(starts, pos) - 1]
+    return first + pos - pos0 - 1, pos, records[pos - pos0 - 1]
 
 
 def _no_typed() -> "pa.Table":
@@ -450,7 +459,9 @@ class Store:
             typed = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
             typed, unread = self._unread_ts(typed)
             if unread:
-                rest += [self._record_at(p, plain, ready) for p in unread]
+                plain_at = {item[1]: item for item in plain}
+                starts = [part[0] for part in ready]
+                rest += [plain_at.get(p) or _ready_at(p, ready, starts) for p in unread]
         rest.sort(key=lambda r: r[1])  # in order already but for the ts unread and the parts' rests
         raws = [json.dumps(rec, default=str).encode() for _line, _pos, rec in rest]
         chunk = pa.table({"line": pa.array([r[0] for r in rest], pa.int64()),
@@ -471,17 +482,6 @@ class Store:
             typed = typed.filter(pc.invert(mask))
         return typed, unread
 
-    @staticmethod
-    def _record_at(pos: int, plain: list[tuple[int, int, dict[str, Any]]],
-                   ready: list[tuple[int, int, list[dict[str, Any]], "Prepared"]]) -> tuple[int, int, dict[str, Any]]:
-        """The ``(line, pos, record)`` staged at ``pos`` (rare: a ts DuckDB does not read)."""
-        for item in plain:
-            if item[1] == pos:
-                return item
-        for pos0, first, records, _prepared in ready:
-            if pos0 < pos <= pos0 + len(records):
-                return first + pos - pos0 - 1, pos, records[pos - pos0 - 1]
-        raise LookupError(pos)
 
     # Reading.
 
