@@ -819,3 +819,30 @@ def test_store_writer_lets_other_processes_in_when_idle(tmp_path):
         (g, s) for g, _k, s in SEED_FINDINGS)
     provider.shutdown()
     assert processor.persisted == len(SEED) and processor.persist_failures == 0
+
+
+def test_a_locked_store_drops_only_the_oldest_records_past_half_the_limit(tmp_path, monkeypatch):
+    """The store writer's parts (first line, records, split) against a locked store: it keeps the
+    newest max_unwritten // 2 records for the retry and drops (and counts) only the oldest past
+    that, as it did per record; a part straddling the cut loses its oldest records, not all of
+    them. Dropping whole parts lost a request of records that fitted."""
+    from auditor.errors import StoreLocked
+    from auditor.store_typed import prepare
+
+    def locked(self, name, parts):
+        raise StoreLocked("locked by another process")
+
+    monkeypatch.setattr(Store, "append_parts", locked)
+    processor = AuditSpanProcessor(db=tmp_path / "live.duckdb", max_unwritten=10)
+    recs = [{"workflow_key": "k", "kind": "progress", "epoch": 1, "seq": n} for n in range(1, 11)]
+    processor._unwritten = 10  # as _persist counts what it hands the writer
+    kept = processor._write([(1, recs[:2], None), (3, recs[2:], prepare(recs[2:]))])  # 10 records, 5 may wait
+    assert [(first, records) for first, records, _split in kept] == [(6, recs[5:])]
+    assert (processor.persist_failures, processor.persisted, processor._unwritten) == (5, 0, 5)
+    monkeypatch.undo()
+    assert processor._write(kept) == []
+    assert (processor.persist_failures, processor.persisted, processor._unwritten) == (5, 5, 0)
+    processor.shutdown()
+    with Store(tmp_path / "live.duckdb") as store:
+        assert store.con.execute("SELECT line, seq FROM events ORDER BY line").fetchall() == [
+            (n, n) for n in range(6, 11)]

@@ -111,8 +111,18 @@ class StoreWriter:
             self._store.append_parts(self._store_source(), batch)
             self.persisted += count
         except StoreLocked:
-            while batch and count > self._max_unwritten // 2:  # the oldest parts go first
-                dropped = len(batch.pop(0)[1])
+            # The oldest records past half the limit go, as many as that and no more: a part the
+            # cut falls in keeps its newer records (without its split made ahead, which numbers
+            # the whole part: the store splits what is left itself).
+            over = count - self._max_unwritten // 2
+            while batch and over > 0:
+                first, records, _prepared = batch[0]
+                dropped = min(over, len(records))
+                if dropped == len(records):
+                    batch.pop(0)
+                else:
+                    batch[0] = (first + dropped, records[dropped:], None)
+                over -= dropped
                 count -= dropped
                 self.persist_failures += dropped
             self._once("locked", "auditor: %s is locked by another process; records are kept and "
