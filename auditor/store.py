@@ -442,11 +442,12 @@ class Store:
         tables, rest = [], plain
         if not self.careful:
             rest = []
-            try:
-                cols, rest = split(plain, self.keep_payloads)
-                tables.append(table(cols))
-            except (pa.ArrowException, UnicodeError):  # a lone surrogate, say: the JSON way decides
-                rest = plain
+            if plain:  # serve's parts all come split ahead: nothing to split here
+                try:
+                    cols, rest = split(plain, self.keep_payloads)
+                    tables.append(table(cols))
+                except (pa.ArrowException, UnicodeError):  # a lone surrogate, say: the JSON way decides
+                    rest = plain
             for pos0, first, records, prepared in ready:
                 t = prepared.typed
                 if t.num_rows:
