@@ -90,9 +90,11 @@ def _ready_at(pos: int, ready: list[tuple[int, int, list[dict[str, Any]], "Prepa
 
 
 def _no_typed() -> "pa.Table":
+    import pyarrow as pa
+
     from .store_typed import schema
 
-    return schema().empty_table()
+    return pa.Table.from_batches([], schema())  # not schema.empty_table(): it imports pandas
 
 
 def _at_least_one(chunks: Iterable["pa.Table"]) -> Iterator["pa.Table"]:
@@ -370,7 +372,8 @@ class Store:
             for k, i in enumerate(todo):
                 for t in items[i][2]:
                     t = t.select(["line", "pos", "raw", "bad"]).cast(schema)
-                    parts.append(t.set_column(1, "pos", pc.add(t.column("pos"), k << 36)))
+                    # the first source keeps its pos: pc.add with a Python int imports pandas (see jsonl)
+                    parts.append(t.set_column(1, "pos", pc.add(t.column("pos"), k << 36)) if k else t)
             if parts:
                 raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)
@@ -378,9 +381,6 @@ class Store:
                 staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=first,
                                                             keep_payloads=self.keep_payloads,
                                                             careful=self.careful)).to_arrow_table()
-                staging = staging.set_column(
-                    staging.schema.get_field_index("source_id"), "source_id",
-                    pc.cast(pc.shift_right(staging.column("obs"), 36), staging.schema.field("source_id").type))
                 counts = {sid: (read, bad) for sid, read, bad in con.execute(SQL["staged_counts_by_source"]).fetchall()}
                 con.execute(SQL["quarantine_staged"])
                 con.execute(SQL["append_staged"])
@@ -397,10 +397,11 @@ class Store:
                 n = added.get(first + k, 0)
                 out[i] = SourceCounts(name, read, n, read - bad - n, bad)
                 rows.append((first + k, name, digest, fmt, read, n, read - bad - n, bad))
-            new_sources = pa.table(dict(zip(  # one INSERT: executemany runs a statement per row
-                ["source_id", "name", "digest", "format", "lines_read", "events", "duplicates", "quarantined"],
-                map(list, zip(*rows)))))
-            con.execute("INSERT INTO sources SELECT * FROM new_sources")
+            # One INSERT of lists unnested side by side: executemany runs a statement per row, and
+            # an Arrow table of Python lists imports pandas (see store_setup.string_array).
+            con.execute("INSERT INTO sources SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+                        "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
+                        "unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
             con.execute(SQL["observed_order"])
         return out
 

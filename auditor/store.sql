@@ -202,7 +202,8 @@ SELECT
     CASE WHEN rejected IS NULL THEN coalesce(event_id, derived) END AS event_id,
     seq, seq AS ord, $source_id::BIGINT * 68719476736 + pos AS obs,
     workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
-    attrs, $source_id AS source_id, line,
+    -- A batch of small sources (Store.ingest_many) moves each one's pos to its own 2^36 block.
+    attrs, ($source_id + (pos >> 36))::INTEGER AS source_id, line,
     lease_until, heartbeat, reason, authority_id, expires_at, scope, decision, rejected
 FROM derived;
 

@@ -126,7 +126,10 @@ def _lines_table(np, pa, data: bytes, first_line: int) -> "pa.Table":
     offsets[1:] = ends + 1
     raw = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    lines = pa.array(np.arange(first_line, first_line + len(ends), dtype=np.int64))
+    numbers = np.arange(first_line, first_line + len(ends), dtype=np.int64)
+    # from_buffers, not pa.array: pa.array imports pandas whenever it is installed (0.25 s of a
+    # small audit's cold start) to ask whether the ndarray is a pandas object.
+    lines = pa.Array.from_buffers(pa.int64(), len(numbers), [None, pa.py_buffer(numbers)])
     return pa.table({"line": lines, "pos": lines, "raw": raw, "bad": pa.nulls(len(ends), pa.string())})
 
 
