@@ -33,7 +33,7 @@ from .model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind, Quara
                     SinkResult, SkippedPath)
 from .rules import stable_id
 from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
-from .vocabulary import (CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KINDS,
+from .vocabulary import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KINDS,
                          OPTIONAL_FIELDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of)
 from .sql import statements
 from .store_setup import VOCABULARY_BOXES, attrs_batch, normalize_udf, refuse_foreign, register
@@ -76,7 +76,7 @@ _STAGE_PARAMS = {
     # What the normalizer's str.strip() removes: a text value whose first character is one of
     # these may be blank (empty is absent), so it takes the careful path. DuckDB's trim removes
     # spaces only, and would keep "\t" as a worker or a workflow key.
-    "blank": "".join(chr(c) for c in range(0x110000) if chr(c).isspace()),
+    "blank": BLANK,
 }
 _REPORTERS = {r: Reporter(r) for r in REPORTERS}
 
@@ -348,7 +348,6 @@ class Store:
         source, and the source of each staged row is ``obs >> 36``.
         """
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         out: list[SourceCounts | None] = [None] * len(items)
         digests = [d for _, _, _, d in items if d is not None]
@@ -371,9 +370,15 @@ class Store:
             parts = []
             for k, i in enumerate(todo):
                 for t in items[i][2]:
-                    t = t.select(["line", "pos", "raw", "bad"]).cast(schema)
-                    # the first source keeps its pos: pc.add with a Python int imports pandas (see jsonl)
-                    parts.append(t.set_column(1, "pos", pc.add(t.column("pos"), k << 36)) if k else t)
+                    t = t.select(["line", "pos", "raw", "bad"])
+                    if t.schema != schema:  # a cast imports pyarrow.compute: JSON lines need none
+                        t = t.cast(schema)
+                    if k:  # the first source keeps its pos: a lone file's audit imports neither
+                        # pyarrow.compute (0.1 s) nor, through pc.add's Python int, pandas (see jsonl)
+                        import pyarrow.compute as pc
+
+                        t = t.set_column(1, "pos", pc.add(t.column("pos"), k << 36))
+                    parts.append(t)
             if parts:
                 raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)

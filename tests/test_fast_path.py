@@ -67,6 +67,17 @@ def test_fast_path_counts_every_canonical_field():
     assert sorted(counted) == sorted([*FIELDS, "attrs"])
 
 
+def test_blank_is_what_str_strip_removes():
+    """The stage sends a value starting with one of ``vocabulary.BLANK`` to the normalizer, whose
+    test of a blank value is ``str.strip()``: the list written out must be exactly the characters
+    this Python's ``str.isspace`` names, or a blank value could pass the fast path as text."""
+    import sys
+
+    from auditor.vocabulary import BLANK
+
+    assert BLANK == "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+
+
 def _rows(log, careful: bool):
     store = Store(None, careful=careful)
     try:
