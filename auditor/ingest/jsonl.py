@@ -7,7 +7,7 @@ the rest as one quarantined line; a corrupt one fails the file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
@@ -68,13 +68,12 @@ def jsonl_chunks(source: Source, progress: Progress | None = None,
             data = carry + block if carry else block
             if not block:
                 if data:
-                    yield from _split(np, pa, data + b"\n", first_line, max_line)
+                    yield from _split(np, pa, data + b"\n", len(data) + 1, first_line, max_line)
                 return
             last_nl = data.rfind(b"\n")
             carry = data[last_nl + 1:]
-            if last_nl >= 0:
-                yield from _split(np, pa, data[:last_nl + 1], first_line, max_line)
-                first_line += data.count(b"\n", 0, last_nl + 1)
+            if last_nl >= 0:  # the lines up to it are split in place: data is not copied again
+                first_line += yield from _split(np, pa, data, last_nl + 1, first_line, max_line)
             if len(carry) > max_line:
                 carry, skipping = b"", True
             if progress is not None and compressed:
@@ -118,9 +117,9 @@ def _reason_table(line: int, reason: str) -> "pa.Table":
                      "raw": pa.array([b""], pa.large_binary()), "bad": pa.array([reason], pa.string())})
 
 
-def _lines_table(np, pa, data: bytes, first_line: int) -> "pa.Table":
-    """Wrap ``data`` (ending in a newline) as one binary value per line, without copying."""
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+def _lines_table(np, pa, data: bytes, ends, first_line: int) -> "pa.Table":
+    """Wrap the lines of ``data`` ending at ``ends`` (the newlines' offsets) as one binary value
+    per line, without copying."""
     offsets = np.empty(len(ends) + 1, np.int64)
     offsets[0] = 0
     offsets[1:] = ends + 1
@@ -133,40 +132,51 @@ def _lines_table(np, pa, data: bytes, first_line: int) -> "pa.Table":
     return pa.table({"line": lines, "pos": lines, "raw": raw, "bad": pa.nulls(len(ends), pa.string())})
 
 
-def _split(np, pa, data: bytes, first_line: int, max_line: int) -> Iterator["pa.Table"]:
-    """The lines of ``data`` as tables: runs of ordinary lines, each big line alone, and each line
-    over ``max_line`` as its quarantine row. Empty lines carry nothing and are left out here.
+def _split(np, pa, data: bytes, end: int, first_line: int, max_line: int) -> Generator["pa.Table", None, int]:
+    """The lines of ``data[:end]`` (``end`` just past a newline) as tables: runs of ordinary lines,
+    each big line alone, and each line over ``max_line`` as its quarantine row; returns how many
+    lines that was. Empty lines carry nothing and are left out here.
 
-    Where lines are denser than any event can be (mostly newlines: a file of blank lines, a
-    newline bomb), ``data`` is taken in slices of ``DENSE_SLICE`` so the per-line arrays stay small.
+    The newlines are found in one numpy pass. Where lines are denser than any event can be (mostly
+    newlines: a file of blank lines, a newline bomb), ``data`` is taken in slices of
+    ``DENSE_SLICE`` so the per-line arrays stay small.
     """
-    if data.count(b"\n") <= len(data) // 16:
-        yield from _split_slice(np, pa, data, first_line, max_line)
-        return
+    newline = np.frombuffer(data, np.uint8, count=end) == 10
+    lines = int(np.count_nonzero(newline))
+    if lines <= end // 16:
+        yield from _split_slice(np, pa, data, np.flatnonzero(newline), first_line, max_line)
+        return lines
+    del newline
     start = 0
-    while start < len(data):
-        end = data.rfind(b"\n", start, start + DENSE_SLICE) + 1 or data.find(b"\n", start) + 1
-        piece = data[start:end]
+    while start < end:
+        stop = data.rfind(b"\n", start, min(start + DENSE_SLICE, end)) + 1 or data.find(b"\n", start, end) + 1
+        piece = data[start:stop]
         view = np.frombuffer(piece, np.uint8)
         if ((view != 10) & (view != 13)).any():  # else: nothing but CR and LF, no line to stage
-            yield from _split_slice(np, pa, piece, first_line, max_line)
+            yield from _split_slice(np, pa, piece, np.flatnonzero(view == 10), first_line, max_line)
         first_line += piece.count(b"\n")
-        start = end
+        start = stop
+    return lines
 
 
 #: See _split.
 DENSE_SLICE = 2 << 20
 
 
-def _split_slice(np, pa, data: bytes, first_line: int, max_line: int) -> Iterator["pa.Table"]:
-    table = _lines_table(np, pa, data, first_line)
+def _mask(np, pa, keep) -> "pa.Array":
+    """A boolean ndarray as an Arrow one, from its bits (pa.array imports pandas: see _lines_table)."""
+    return pa.Array.from_buffers(pa.bool_(), len(keep), [None, pa.py_buffer(np.packbits(keep, bitorder="little"))])
+
+
+def _split_slice(np, pa, data: bytes, ends, first_line: int, max_line: int) -> Iterator["pa.Table"]:
+    table = _lines_table(np, pa, data, ends, first_line)
     offsets = np.frombuffer(table.column("raw").chunks[0].buffers()[1], np.int64)[:table.num_rows + 1]
     lengths = np.diff(offsets)
     buf = np.frombuffer(data, np.uint8)
     empty = (lengths == 1) | ((lengths == 2) & (buf[offsets[:-1]] == 13))
     big = np.flatnonzero(lengths > min(BIG_LINE, max_line + 1))  # lengths count the newline
     if not big.size:
-        kept = table.filter(pa.array(~empty)) if empty.any() else table
+        kept = table.filter(_mask(np, pa, ~empty)) if empty.any() else table
         if kept.num_rows:
             yield kept
         return
