@@ -18,8 +18,8 @@ from ..store import Store
 
 SQL = statements("detect/detect.sql")
 
-_BUILD = ("acquisitions", "records", "displacement", "stale", "effects", "resolutions",
-          "first_commits", "step_commits", "findings", "release", "finding_keys", "picked",
+_BUILD = ("acquisitions", "records", "key_epochs", "displacement", "stale", "commits", "resolutions",
+          "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
           "evidence")
 
 
