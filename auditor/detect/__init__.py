@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome
 from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, displaced_epoch, finding_id,
                      finding_order, incident_id)
 from ..sql import statements
 from ..store import Store
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SQL = statements("detect/detect.sql")
 
@@ -28,16 +31,6 @@ _GRADES = {g.value: g for g in Grade}
 _KINDS = {k.value: k for k in Kind}
 _OUTCOMES = {o.value: o for o in Outcome}
 _REJECTED = Grade.REJECTED_ATTEMPT
-
-
-class KeyCounts(NamedTuple):
-    """One workflow key's size and owners."""
-
-    workflow_key: str
-    events: int
-    acquisitions: int
-    observed: bool  # some event lacks seq: the key is ordered by observation
-    handovers: int  # acquisitions that raised the highest epoch (after the first)
 
 
 class Handover(NamedTuple):
@@ -60,7 +53,10 @@ class Detection:
 
     findings: list[Finding]
     diagnostics: list[Diagnostic]
-    workflows: list[KeyCounts]  # every key, sorted by key
+    # Every key, sorted by key: a pyarrow table of result.COUNTS (workflow_key, events,
+    # acquisitions, observed: some event lacks seq, so the key is ordered by observation, and
+    # handovers: acquisitions that raised the highest epoch after the first).
+    workflows: "pa.Table"
     # The rest covers the keys with findings only: a big audit has a million clean keys.
     handovers: list[Handover]
     verifications: dict[tuple[str, str], int]   # (workflow_key, effect_key) -> last outcome_verified seq
@@ -70,9 +66,14 @@ class Detection:
     transition_ts: dict[tuple[str, int], datetime | None] = field(default_factory=dict)
     capped: set[str] = field(default_factory=set)  # finding ids whose span was capped by limits
 
-    def take_workflows(self) -> list[KeyCounts]:
-        rows, self.workflows = self.workflows, []
-        return rows
+    def take_workflows(self) -> "pa.Table":
+        table, self.workflows = self.workflows, self.workflows.slice(0, 0)
+        return table
+
+    def observed_keys(self) -> set[str]:
+        """The keys ordered by observation (their log lacks seq)."""
+        table = self.workflows
+        return set(table.filter(table.column("observed")).column("workflow_key").to_pylist())
 
     def release_timestamps(self) -> None:
         self.finding_ts = {}
@@ -133,7 +134,7 @@ def detect(store: Store) -> Detection:
                for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
              *authority_notes],
             key=diagnostic_order)
-        workflows = [KeyCounts(*r) for r in con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()]
+        workflows = con.sql(SQL["workflows"] + " ORDER BY 1").to_arrow_table()
         handovers = [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]
         verifications = {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()}
         acquirers = {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()}
