@@ -82,14 +82,17 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     health = lease_health(store.con, by, heartbeat_misses)
     conflicts = store.id_conflicts()
     store.shrink()
-    found = detect_and_explain(store)
-    result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
-                         findings=found.findings, incidents=found.incidents,
-                         diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
-                         fail_on=Grade(fail_on), session=AuditSession(store),
-                         allow_quarantined=allow_quarantined, lease_health=health)
-    result = narrow(result, scope)
-    result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
+    # The collector stays off until the result is whole: switched back on any earlier, its first
+    # passes walk every finding, incident and summary just built (0.4 s at two million events).
+    with _no_gc():
+        found = detect_and_explain(store)
+        result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
+                             findings=found.findings, incidents=found.incidents,
+                             diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
+                             fail_on=Grade(fail_on), session=AuditSession(store),
+                             allow_quarantined=allow_quarantined, lease_health=health)
+        result = narrow(result, scope)
+        result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
 
 
