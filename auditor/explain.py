@@ -165,11 +165,14 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     displaced_worker = det.acquirers.get((key, epoch)) or next(
         (f.worker for f in fs if f.epoch == epoch), None)
 
-    refs = [EventRef(f.seq, f.ts, f.kind, f.file, f.line) for f in (stale or fs)]
-    first_ref, last_ref = refs[0], refs[-1]
+    window = stale or fs
+    first, last_f = window[0], window[-1]
+    first_ref = EventRef(first.seq, first.ts, first.kind, first.file, first.line)
+    last_ref = first_ref if last_f is first else EventRef(last_f.seq, last_f.ts, last_f.kind, last_f.file,
+                                                           last_f.line)
     window_seconds = None
     t_ts = det.transition_ts.get((key, transition_seq)) if transition_seq is not None else None
-    last_ts = det.finding_ts.get((stale or fs)[-1].id)
+    last_ts = det.finding_ts.get(last_f.id)
     if t_ts is not None and last_ts is not None:
         window_seconds = (last_ts - t_ts).total_seconds()
     freshness = None
@@ -188,7 +191,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     verification = ("n/a" if not effects else
                     "verified" if all(e.verified for e in effects) else "unverified")
 
-    trust = confidence(fs, observed=observed, capped=any(f.id in det.capped for f in fs))
+    trust = confidence(fs, observed=observed, capped=bool(det.capped) and any(f.id in det.capped for f in fs))
 
     grades: dict[str, int] = {}
     for f in fs:
@@ -198,7 +201,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
         displaced=Owner(displaced_worker, epoch), current=current,
         transition_seq=transition_seq,
         first_stale=first_ref if stale else None, last_stale=last_ref if stale else None,
-        window_first_seq=(stale or fs)[0].position, window_last_seq=(stale or fs)[-1].position,
+        window_first_seq=first.position, window_last_seq=last_f.position,
         window_seconds=window_seconds,
         effect_keys=tuple(e.effect_key for e in effects), effects=tuple(effects),
         sink_outcome=sink, verification=verification, freshness_seconds=freshness,

@@ -85,8 +85,9 @@ def detect(store: Store) -> Detection:
     for name in _BUILD:
         con.execute(SQL[name])
     try:
-        cur = con.execute(SQL["finding_rows"])
-        rows = (row for batch in iter(lambda: cur.fetchmany(50_000), []) for row in batch)
+        # Arrow batches, a Python list per column: a third faster than fetching tuples.
+        batches = con.sql(SQL["finding_rows"]).to_arrow_reader(50_000)
+        rows = (row for batch in batches for row in zip(*(column.to_pylist() for column in batch.columns)))
         findings, finding_ts, capped = [], {}, set()
         # One string object per distinct key, worker, sink and reporter, not one per finding:
         # half a million findings repeat a few workers and share keys.
