@@ -214,7 +214,15 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
 def responses(grades: Iterable[Grade]) -> tuple[str, ...]:
     """Each distinct action the grades call for, most urgent (most severe grade) first: a stale
     commit by a worker still heartbeating needs both "freeze" and "stop the old worker"."""
-    return tuple(RESPONSES[g] for g in sorted(set(grades), key=GRADE_RANK.__getitem__, reverse=True))
+    kinds = frozenset(grades)
+    out = _RESPONSES_OF.get(kinds)
+    if out is None:  # one tuple per set of grades, shared by every incident with that set
+        out = _RESPONSES_OF[kinds] = tuple(
+            RESPONSES[g] for g in sorted(kinds, key=GRADE_RANK.__getitem__, reverse=True))
+    return out
+
+
+_RESPONSES_OF: dict[frozenset[Grade], tuple[str, ...]] = {}
 
 
 def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:

@@ -11,6 +11,7 @@ Python: the store is held by the result's ``AuditSession``, not by the result's 
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -150,7 +151,7 @@ class WorkflowTable(Sequence):
                     break
         return out
 
-    def json_lines(self) -> "Iterator[list[str]]":
+    def json_lines(self, rows: int = 65_536) -> "Iterator[list[str]]":
         """The document's workflow items, one line of compact JSON each (as ``orjson`` writes a
         summary), in chunks. Clean rows are assembled from the columns; a marked row, or a key
         JSON must escape, is encoded by ``orjson``."""
@@ -158,7 +159,8 @@ class WorkflowTable(Sequence):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        for start, rows in self._chunks():
+        marked = sorted(self._marked)
+        for start, rows in self._chunks(rows):
             key, handovers = rows.column("workflow_key"), rows.column("handovers").cast(pa.string())
             values = {"workflow_key": pc.binary_join_element_wise('"', key, '"', ""),
                       "events": rows.column("events").cast(pa.string()),
@@ -170,7 +172,7 @@ class WorkflowTable(Sequence):
                 parts += [("{" if n == 0 else ",") + orjson.dumps(name).decode() + ":", values[name]]
             lines = pc.binary_join_element_wise(*parts, "}", "").to_pylist()
             escaped = pc.match_substring_regex(key, r'[\x00-\x1f"\\]')
-            redo = {i - start for i in self._marked if start <= i < start + len(lines)}
+            redo = {i - start for i in marked[bisect_left(marked, start):bisect_left(marked, start + len(lines))]}
             redo.update(pc.indices_nonzero(escaped).to_pylist())
             for i in redo:
                 lines[i] = orjson.dumps(self[start + i]).decode()
@@ -279,12 +281,11 @@ class AuditResult:
                 "first": [asdict(q) for q in self.input.quarantine]}
 
     def grade_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for g in Grade:
-            n = sum(1 for f in self.findings if f.grade is g)
-            if n:
-                counts[g.value] = n
-        return counts
+        """Findings per grade, in the grades' order (one pass: half a million findings at 10M events)."""
+        seen: dict[Grade, int] = {}
+        for f in self.findings:
+            seen[f.grade] = seen.get(f.grade, 0) + 1
+        return {g.value: seen[g] for g in Grade if g in seen}
 
     def summary(self) -> dict[str, Any]:
         acquisitions, handovers, clean = self.workflows.totals()

@@ -48,9 +48,10 @@ def test_table_reads_as_the_list_it_was_made_of():
     assert table.clean_keys(100) == clean and table.clean_keys(2) == clean[:2]
 
 
-def test_json_lines_are_what_orjson_writes_of_each_summary():
+@pytest.mark.parametrize("chunk", [65_536, 5, 1])
+def test_json_lines_are_what_orjson_writes_of_each_summary(chunk):
     rows = summaries()
-    lines = [line for chunk in WorkflowTable.of(rows).json_lines() for line in chunk]
+    lines = [line for part in WorkflowTable.of(rows).json_lines(chunk) for line in part]
     assert lines == [orjson.dumps(w).decode() for w in rows]
 
 
