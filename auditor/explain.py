@@ -249,8 +249,9 @@ def workflows(det: Detection, findings: list[Finding]) -> WorkflowTable:
     for h in det.handovers:
         handovers[h.workflow_key].append(h.seq)
     counts = det.take_workflows()
-    keys = list(by_key)
-    rows = pc.index_in(pa.array(keys, pa.string()), value_set=counts.column("workflow_key").combine_chunks())
+    # The rows of the keys with findings, found by probing the million keys against the few
+    # (hashing all of them would cost a table as big as the keys).
+    rows = pc.indices_nonzero(pc.is_in(counts.column("workflow_key"), value_set=pa.array(list(by_key), pa.string())))
     marked = {}
     found = counts.take(rows)
     for i, k, events, acquisitions, observed, n_handovers in zip(

@@ -6,9 +6,13 @@ incremental detector for live audits is ``detect.live``; a test pins the two tog
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+import duckdb
 
 from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome
 from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, displaced_epoch, finding_id,
@@ -20,10 +24,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 SQL = statements("detect/detect.sql")
+T = TypeVar("T")
 
-_BUILD = ("acquisitions", "records", "key_epochs", "displacement", "stale", "commits", "resolutions",
+_BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
+          "key_counts", "stale", "commits", "resolutions",
           "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
-          "evidence")
+          "evidence", "release_picked")
 
 
 # Value -> member by dict: Grade(value) and friends cost a microsecond each on Python 3.11.
@@ -84,66 +90,102 @@ def detect(store: Store) -> Detection:
     con = store.con
     for name in _BUILD:
         con.execute(SQL[name])
+    # The events' pages the build cached go before the findings arrive in Python (half a
+    # million at ten million events), so the two never peak together; the scratch tables still
+    # read are written out and read back as needed.
+    store.shrink()
     try:
-        # Arrow batches, a Python list per column: a third faster than fetching tuples.
-        batches = con.sql(SQL["finding_rows"]).to_arrow_reader(50_000)
-        rows = (row for batch in batches for row in zip(*(column.to_pylist() for column in batch.columns)))
-        findings, finding_ts, capped = [], {}, set()
-        # One string object per distinct key, worker, sink and reporter, not one per finding:
-        # half a million findings repeat a few workers and share keys.
-        shared: dict[str, str] = {}
-        share = shared.setdefault
-        for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
-             sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs, sink_result, seq,
-             file, line) in rows:
-            k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
-            file = share(file, file)
-            if cur_worker is not None:
-                cur_worker = share(cur_worker, cur_worker)
-            if grade == "attempt":
-                g, resolved = attempt_grade(outcome, sink_result)
-                if g is not _REJECTED:
-                    receipt = None
-            else:
-                g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
-            epochs = tuple(epochs or ())
-            fid = finding_id(k, g, s)
-            # Findings carry their incident id from the start, as the live detector fills it in:
-            # explain then keeps the finding instead of copying it.
-            findings.append(Finding(
-                id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
-                worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
-                effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
-                outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
-                incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
-            finding_ts[fid] = ts_utc
-            if attrs and '"otel.capped": true' in attrs:
-                capped.add(fid)
-        findings.sort(key=finding_order)
-        # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
-        findings = [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id]
+        findings, finding_ts, capped = _findings(con)
         from .authorize import authorize  # after SQL: it reads event rows as timeline does
 
         findings, authority_notes = authorize(con, findings, finding_ts)
-        # Hand DuckDB's cached pages back before the per-key facts below arrive in Python (a
-        # million workflow rows at ten million events), so the two never peak together.
         con.execute(SQL["release_evidence"])
-        store.shrink()
-
+        # The per-key facts, under a low limit: what their queries read back into DuckDB's cache
+        # would otherwise sit on top of the findings.
+        diagnosed, workflows, handovers, verifications, acquirers, transition_ts, newest = lean(store, _facts)
         diagnostics = sorted(
             [*(Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
-               for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
+               for kind, k, s, epoch, detail in diagnosed),
              *authority_notes],
             key=diagnostic_order)
-        workflows = con.sql(SQL["workflows"] + " ORDER BY 1").to_arrow_table()
-        handovers = [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]
-        verifications = {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()}
-        acquirers = {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()}
-        transition_ts = {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()}
-        (newest,) = con.execute(SQL["newest_ts"]).fetchone()
-        del shared
     finally:
         con.execute(SQL["drop"])
         store.shrink()  # the SQL is done; the Python side (explain, render) grows from here
     return Detection(findings, diagnostics, workflows, handovers, verifications, acquirers, newest,
                      finding_ts, transition_ts, capped)
+
+
+def _facts(con) -> tuple:
+    """What explain needs besides the findings: diagnostic rows, per-key counts, handovers,
+    verifications, acquirers, transition times and the newest event time."""
+    return (con.execute(SQL["diagnostics"]).fetchall(),
+            con.sql(SQL["workflows"]).to_arrow_table(),
+            [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()],
+            {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()},
+            {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()},
+            {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()},
+            con.execute(SQL["newest_ts"]).fetchone()[0])
+
+
+#: DuckDB's memory limit while a query reads a little from the whole store (see ``lean``)
+LEAN_MEMORY = "128MB"
+
+
+def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """``read(store.con)`` under a low memory limit (``LEAN_MEMORY``), for queries that scan the
+    store for a little: under the store's usual limit the pages they read stay cached, on top of
+    the Python objects of a big audit (the timelines' query alone cached 345 MB at ten million
+    events). Should ``read`` need more, it runs again under the usual limit; ``shrink`` restores
+    the limit either way."""
+    try:
+        with contextlib.suppress(duckdb.Error):  # pages it cannot evict: the usual limit then
+            store.con.execute("SET memory_limit = ?", [LEAN_MEMORY])
+        try:
+            return read(store.con)
+        except duckdb.OutOfMemoryException:
+            store.shrink()
+            return read(store.con)
+    finally:
+        store.shrink()
+
+
+def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]:
+    """The findings of the finding rows in ``finding_order``, their parsed ts by id, and the ids
+    whose evidence was capped (``otel.capped``)."""
+    # Arrow batches, a Python list per column: a third faster than fetching tuples.
+    batches = con.sql(SQL["finding_rows"]).to_arrow_reader(50_000)
+    rows = (row for batch in batches for row in zip(*(column.to_pylist() for column in batch.columns)))
+    findings, finding_ts, capped = [], {}, set()
+    # One string object per distinct key, worker, sink and reporter, not one per finding:
+    # half a million findings repeat a few workers and share keys.
+    shared: dict[str, str] = {}
+    share = shared.setdefault
+    for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
+         sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs, sink_result, seq,
+         file, line) in rows:
+        k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
+        file = share(file, file)
+        if cur_worker is not None:
+            cur_worker = share(cur_worker, cur_worker)
+        if grade == "attempt":
+            g, resolved = attempt_grade(outcome, sink_result)
+            if g is not _REJECTED:
+                receipt = None
+        else:
+            g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
+        epochs = tuple(epochs or ())
+        fid = finding_id(k, g, s)
+        # Findings carry their incident id from the start, as the live detector fills it in:
+        # explain then keeps the finding instead of copying it.
+        findings.append(Finding(
+            id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
+            worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
+            effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
+            outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
+            incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
+        finding_ts[fid] = ts_utc
+        if attrs and '"otel.capped": true' in attrs:
+            capped.add(fid)
+    findings.sort(key=finding_order)
+    # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
+    return [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id], finding_ts, capped

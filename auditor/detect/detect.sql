@@ -196,16 +196,27 @@ FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
 ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
-                FROM records GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
+                FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
 LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1]
 -- Two attempts of one seq that grade alike are one finding (detect() keeps the first): the first reported.
 ORDER BY f.k, f.s, f.em_seq NULLS LAST, f.em_eid, f.em_obs, f.obs;
 
+-- name: release_key_epochs
+DROP TABLE key_epochs;
+
 -- name: release_evidence
 -- The finding rows are in Python now.
-DROP TABLE evidence; DROP TABLE picked;
+DROP TABLE evidence;
 
--- name: diagnostics
+-- name: release_picked
+-- The findings' events have their evidence now.
+DROP TABLE picked; DROP TABLE raw_findings;
+
+-- name: diagnostic_rows
+-- The diagnostics, and below the per-key counts, are whole-store aggregates (ordering_conflict
+-- groups every event by key and seq): they are built with the scratch tables, before the
+-- findings are in Python, and read after.
+CREATE OR REPLACE TEMP TABLE diagnostic_rows AS
 SELECT 'epoch_regression' AS kind, k, s, epoch,
        'acquired epoch ' || epoch || ' (' || worker || ') while epoch ' || prev_max ||
        ' was already the highest' AS detail
@@ -221,6 +232,9 @@ SELECT 'ordering_conflict', workflow_key, seq, NULL,
 FROM events WHERE seq IS NOT NULL
 GROUP BY workflow_key, seq HAVING count(*) > 1;
 
+-- name: diagnostics
+SELECT kind, k, s, epoch, detail FROM diagnostic_rows;
+
 -- name: release
 -- What only the findings needed goes before the wide joins against events below.
 DROP TABLE stale; DROP TABLE commits; DROP TABLE resolutions; DROP TABLE first_commits;
@@ -231,15 +245,19 @@ DROP TABLE step_commits;
 -- million events has a million keys, most of them clean).
 CREATE OR REPLACE TEMP TABLE finding_keys AS SELECT DISTINCT k FROM raw_findings;
 
--- name: workflows
+-- name: key_counts
 -- Per workflow key: events, acquisitions, whether any event lacks seq, handovers (records that
 -- raised the epoch).
+CREATE OR REPLACE TEMP TABLE key_counts AS
 SELECT w.*, coalesce(h.n, 0) AS handovers
 FROM (SELECT workflow_key, count(*) AS events,
              count(*) FILTER (WHERE kind = 'lease_acquired') AS acquisitions,
              bool_or(seq IS NULL) AS observed
       FROM events GROUP BY workflow_key) w
 LEFT JOIN (SELECT k, count(*) AS n FROM records WHERE handover GROUP BY k) h ON h.k = w.workflow_key;
+
+-- name: workflows
+SELECT * FROM key_counts ORDER BY workflow_key;
 
 -- name: handovers
 SELECT k, s, epoch, worker FROM records WHERE handover AND k IN (SELECT k FROM finding_keys);
@@ -262,8 +280,8 @@ WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, epoch;
 
 -- name: drop
 DROP TABLE IF EXISTS acq; DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS displaced;
-DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS commits;
-DROP TABLE IF EXISTS key_epochs; DROP TABLE IF EXISTS resolutions;
+DROP TABLE IF EXISTS key_epochs; DROP TABLE IF EXISTS diagnostic_rows; DROP TABLE IF EXISTS key_counts;
+DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS commits; DROP TABLE IF EXISTS resolutions;
 DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
 DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys; DROP TABLE IF EXISTS picked;
 DROP TABLE IF EXISTS evidence;
