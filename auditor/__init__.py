@@ -24,7 +24,7 @@ from .expect import Comparison, ExpectError, compare_expected, load_expected
 from .health import LeaseHealth
 from .limits import Limits
 from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
-from .result import AuditResult, AuditSession
+from .result import AuditResult, AuditSession, WorkflowTable
 from .scope import Scope, ScopeError
 from .store import Store
 from .vocabulary import Vocabulary, VocabularyError
@@ -82,14 +82,17 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     health = lease_health(store.con, by, heartbeat_misses)
     conflicts = store.id_conflicts()
     store.shrink()
-    found = detect_and_explain(store)
-    result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
-                         findings=found.findings, incidents=found.incidents,
-                         diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
-                         fail_on=Grade(fail_on), session=AuditSession(store),
-                         allow_quarantined=allow_quarantined, lease_health=health)
-    result = narrow(result, scope)
-    result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
+    # The collector stays off until the result is whole: switched back on any earlier, its first
+    # passes walk every finding, incident and summary just built (0.4 s at two million events).
+    with _no_gc():
+        found = detect_and_explain(store)
+        result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
+                             findings=found.findings, incidents=found.incidents,
+                             diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
+                             fail_on=Grade(fail_on), session=AuditSession(store),
+                             allow_quarantined=allow_quarantined, lease_health=health)
+        result = narrow(result, scope)
+        result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
 
 
@@ -97,7 +100,7 @@ class Explained(NamedTuple):
     """What detection and explanation make of the events of a store, before the input accounting,
     the ``event_id`` conflicts and the scope are added."""
 
-    workflows: list
+    workflows: WorkflowTable  # or a list of summaries (a distributed audit's merge)
     findings: list[Finding]
     incidents: list[Incident]
     diagnostics: list[Diagnostic]
@@ -139,8 +142,10 @@ def check_events(summary) -> None:
 
 
 def ordering_of(workflows) -> str:
-    """The document's ``ordering``: authoritative, observed, or mixed over the workflow summaries."""
-    observed = sum(1 for w in workflows if w.ordering == "observed")
+    """The document's ``ordering``: authoritative, observed, or mixed over the workflow summaries
+    (a ``WorkflowTable``, or a list of summaries)."""
+    observed = (workflows.observed() if isinstance(workflows, WorkflowTable)
+                else sum(1 for w in workflows if w.ordering == "observed"))
     return "authoritative" if observed == 0 else "observed" if observed == len(workflows) else "mixed"
 
 

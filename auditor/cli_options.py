@@ -337,8 +337,13 @@ def reporting(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def wrapper(**kwargs):
+        from . import _no_gc
+
         rep = Reporting.parse(*(kwargs.pop(name) for name, _, _ in REPORTING))
-        return command(**kwargs, rep=rep)
+        # A report command ends the process: the collector stays off from the audit to the last
+        # rendering, where each pass would walk the whole (acyclic) result again.
+        with _no_gc():
+            return command(**kwargs, rep=rep)
 
     wrapper.__signature__ = inspect.Signature(own + shared)
     wrapper.__annotations__ = {}

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from .detect import Detection
 from .detect.timeline import takeovers
 from .model import GRADE_RANK, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
-from .result import AuditResult, WorkflowSummary
+from .result import COUNTS, AuditResult, WorkflowSummary, WorkflowTable
 from .rules import RESPONSES, TWICE, authority_incident_id, confidence, displaced_epoch, incident_id
 
 _VERBS = {Kind.PROGRESS: "reported progress", Kind.EFFECT_ATTEMPTED: "attempted",
@@ -122,7 +122,7 @@ def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
         # the displaced epoch.
         about = f.anchor if f.anchor is not None else displaced_epoch(f.grade, f.epoch, f.epochs)
         groups[(f.workflow_key, about)].append(f)
-    observed = {w.workflow_key for w in det.workflows if w.observed}
+    observed = det.observed_keys()
 
     acquired_at = {(h.workflow_key, h.seq): h.epoch for h in det.handovers}
     out: list[Incident] = []
@@ -165,11 +165,14 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     displaced_worker = det.acquirers.get((key, epoch)) or next(
         (f.worker for f in fs if f.epoch == epoch), None)
 
-    refs = [EventRef(f.seq, f.ts, f.kind, f.file, f.line) for f in (stale or fs)]
-    first_ref, last_ref = refs[0], refs[-1]
+    window = stale or fs
+    first, last_f = window[0], window[-1]
+    first_ref = EventRef(first.seq, first.ts, first.kind, first.file, first.line)
+    last_ref = first_ref if last_f is first else EventRef(last_f.seq, last_f.ts, last_f.kind, last_f.file,
+                                                           last_f.line)
     window_seconds = None
     t_ts = det.transition_ts.get((key, transition_seq)) if transition_seq is not None else None
-    last_ts = det.finding_ts.get((stale or fs)[-1].id)
+    last_ts = det.finding_ts.get(last_f.id)
     if t_ts is not None and last_ts is not None:
         window_seconds = (last_ts - t_ts).total_seconds()
     freshness = None
@@ -188,7 +191,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     verification = ("n/a" if not effects else
                     "verified" if all(e.verified for e in effects) else "unverified")
 
-    trust = confidence(fs, observed=observed, capped=any(f.id in det.capped for f in fs))
+    trust = confidence(fs, observed=observed, capped=bool(det.capped) and any(f.id in det.capped for f in fs))
 
     grades: dict[str, int] = {}
     for f in fs:
@@ -198,7 +201,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
         displaced=Owner(displaced_worker, epoch), current=current,
         transition_seq=transition_seq,
         first_stale=first_ref if stale else None, last_stale=last_ref if stale else None,
-        window_first_seq=(stale or fs)[0].position, window_last_seq=(stale or fs)[-1].position,
+        window_first_seq=first.position, window_last_seq=last_f.position,
         window_seconds=window_seconds,
         effect_keys=tuple(e.effect_key for e in effects), effects=tuple(effects),
         sink_outcome=sink, verification=verification, freshness_seconds=freshness,
@@ -211,7 +214,15 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
 def responses(grades: Iterable[Grade]) -> tuple[str, ...]:
     """Each distinct action the grades call for, most urgent (most severe grade) first: a stale
     commit by a worker still heartbeating needs both "freeze" and "stop the old worker"."""
-    return tuple(RESPONSES[g] for g in sorted(set(grades), key=GRADE_RANK.__getitem__, reverse=True))
+    kinds = frozenset(grades)
+    out = _RESPONSES_OF.get(kinds)
+    if out is None:  # one tuple per set of grades, shared by every incident with that set
+        out = _RESPONSES_OF[kinds] = tuple(
+            RESPONSES[g] for g in sorted(kinds, key=GRADE_RANK.__getitem__, reverse=True))
+    return out
+
+
+_RESPONSES_OF: dict[frozenset[Grade], tuple[str, ...]] = {}
 
 
 def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:
@@ -222,34 +233,37 @@ def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:
     return _UNKNOWN
 
 
-def workflows(det: Detection, findings: list[Finding]) -> list[WorkflowSummary]:
+def workflows(det: Detection, findings: list[Finding]) -> WorkflowTable:
     """Per workflow key: size, handovers (clean when no finding names them), worst grade.
 
-    Takes ``det.workflows`` over (a million rows at ten million events): each row is released as
-    its summary is built, so the two lists never peak together.
+    Takes ``det.workflows`` over (a million rows at ten million events): the clean keys stay
+    columns, and a summary is built here only for each key with findings.
     """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     by_key: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         by_key[f.workflow_key].append(f)
     handovers: dict[str, list[int]] = defaultdict(list)  # keys with findings only
     for h in det.handovers:
         handovers[h.workflow_key].append(h.seq)
-    out = []
-    rows = det.take_workflows()
-    rows.reverse()
-    while rows:
-        k, events, acquisitions, observed, n_handovers = rows.pop()
-        fs = by_key.get(k)
-        clean, severity = n_handovers, None
-        if fs:
-            named = takeovers(fs)
-            clean = sum(1 for s in handovers.get(k, ()) if s not in named)
-            severity = max((f.grade for f in fs), key=GRADE_RANK.__getitem__)
-        out.append(WorkflowSummary(
+    counts = det.take_workflows()
+    # The rows of the keys with findings, found by probing the million keys against the few
+    # (hashing all of them would cost a table as big as the keys).
+    rows = pc.indices_nonzero(pc.is_in(counts.column("workflow_key"), value_set=pa.array(list(by_key), pa.string())))
+    marked = {}
+    found = counts.take(rows)
+    for i, k, events, acquisitions, observed, n_handovers in zip(
+            rows.to_pylist(), *(found.column(name).to_pylist() for name in COUNTS)):
+        fs = by_key[k]
+        named = takeovers(fs)
+        marked[i] = WorkflowSummary(
             workflow_key=k, events=events, acquisitions=acquisitions, handovers=n_handovers,
-            clean_handovers=clean, findings=len(fs) if fs else 0, severity=severity,
-            ordering="observed" if observed else "authoritative"))
-    return out
+            clean_handovers=sum(1 for s in handovers.get(k, ()) if s not in named), findings=len(fs),
+            severity=max((f.grade for f in fs), key=GRADE_RANK.__getitem__),
+            ordering="observed" if observed else "authoritative")
+    return WorkflowTable(counts, marked)
 
 
 # What a report shows first: the incidents that most need a person, and the timelines drawn.
@@ -268,14 +282,13 @@ def by_urgency(incidents: Iterable[Incident]) -> list[Incident]:
         i.workflow_key, i.window_first_seq, i.displaced.epoch or 0))
 
 
-def timeline_keys(incidents: list[Incident], workflows: list[WorkflowSummary]) -> tuple[list[str], list[str]]:
+def timeline_keys(incidents: list[Incident], workflows: WorkflowTable) -> tuple[list[str], list[str]]:
     """The workflow keys a report draws: those of the most urgent incident cards (at most
     ``MAX_TIMELINES``), and the control cases, keys whose handovers were all clean."""
     affected: dict[str, None] = {}
     for inc in by_urgency(incidents)[:MAX_CARDS]:
         affected.setdefault(inc.workflow_key)
-    clean = [w.workflow_key for w in workflows if w.findings == 0 and w.clean_handovers > 0]
-    return list(affected)[:MAX_TIMELINES], clean[:MAX_CLEAN_TIMELINES]
+    return list(affected)[:MAX_TIMELINES], workflows.clean_keys(MAX_CLEAN_TIMELINES)
 
 
 def drawn_keys(result: AuditResult) -> list[str]:

@@ -65,18 +65,29 @@ MEANINGS: dict[Grade, str] = {
 # null, but the id still needs a number that is the same on every rerun of the same input).
 
 
+_SHA256 = hashlib.sha256
+
+
 def stable_id(prefix: str, *parts: Any) -> str:
     """A short id that depends only on its parts."""
-    text = "\x1f".join("" if p is None else str(p) for p in parts)
-    return prefix + hashlib.sha256(text.encode()).hexdigest()[:16]
+    text = "\x1f".join(["" if p is None else str(p) for p in parts])
+    return prefix + _SHA256(text.encode()).hexdigest()[:16]
 
+
+# The two below are stable_id's text written out: each runs once per finding (half a million at
+# ten million events), and the call with a tuple of parts costs a third more.
 
 def finding_id(workflow_key: str, grade: Grade | str, position: int) -> str:
-    return stable_id("f-", workflow_key, str(grade), position)
+    text = f"{_part(workflow_key)}\x1f{grade}\x1f{_part(position)}"
+    return "f-" + _SHA256(text.encode()).hexdigest()[:16]
 
 
 def incident_id(workflow_key: str, displaced: int) -> str:
-    return stable_id("i-", workflow_key, displaced)
+    return "i-" + _SHA256(f"{_part(workflow_key)}\x1f{_part(displaced)}".encode()).hexdigest()[:16]
+
+
+def _part(value: Any) -> Any:
+    return "" if value is None else value
 
 
 def authority_incident_id(workflow_key: str, anchor: str) -> str:

@@ -116,3 +116,17 @@ def test_result_closes_its_store_and_keeps_its_data():
     for read in (r.events_frame, r.quarantine_frame, lambda: r.timeline(LEDGER)):
         with pytest.raises(ResultClosed):
             read()
+
+
+def test_timelines_read_under_a_limit_too_low_for_them_are_read_again(monkeypatch):
+    import auditor.detect
+    from auditor.detect import timeline
+    from auditor.explain import MAX_TIMELINE_EVENTS, drawn_keys
+
+    with audit([SEED]) as r:
+        keys = drawn_keys(r)
+        limit = r.store.con.execute("SELECT current_setting('memory_limit')").fetchall()
+        monkeypatch.setattr(auditor.detect, "LEAN_MEMORY", "1MB")  # the query runs out of memory under it
+        again = timeline.excerpts(r.store, keys, r.findings, MAX_TIMELINE_EVENTS)
+        assert again == r.timelines and set(again) == {LEDGER, "reports/index/2026-07-26"}
+        assert r.store.con.execute("SELECT current_setting('memory_limit')").fetchall() == limit

@@ -6,9 +6,13 @@ incremental detector for live audits is ``detect.live``; a test pins the two tog
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+import duckdb
 
 from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome
 from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, displaced_epoch, finding_id,
@@ -16,11 +20,16 @@ from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, displaced_e
 from ..sql import statements
 from ..store import Store
 
-SQL = statements("detect/detect.sql")
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-_BUILD = ("acquisitions", "records", "displacement", "stale", "effects", "resolutions",
-          "first_commits", "step_commits", "findings", "release", "finding_keys", "picked",
-          "evidence")
+SQL = statements("detect/detect.sql")
+T = TypeVar("T")
+
+_BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
+          "key_counts", "stale", "commits", "resolutions",
+          "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
+          "evidence", "release_picked")
 
 
 # Value -> member by dict: Grade(value) and friends cost a microsecond each on Python 3.11.
@@ -28,16 +37,6 @@ _GRADES = {g.value: g for g in Grade}
 _KINDS = {k.value: k for k in Kind}
 _OUTCOMES = {o.value: o for o in Outcome}
 _REJECTED = Grade.REJECTED_ATTEMPT
-
-
-class KeyCounts(NamedTuple):
-    """One workflow key's size and owners."""
-
-    workflow_key: str
-    events: int
-    acquisitions: int
-    observed: bool  # some event lacks seq: the key is ordered by observation
-    handovers: int  # acquisitions that raised the highest epoch (after the first)
 
 
 class Handover(NamedTuple):
@@ -60,7 +59,10 @@ class Detection:
 
     findings: list[Finding]
     diagnostics: list[Diagnostic]
-    workflows: list[KeyCounts]  # every key, sorted by key
+    # Every key, sorted by key: a pyarrow table of result.COUNTS (workflow_key, events,
+    # acquisitions, observed: some event lacks seq, so the key is ordered by observation, and
+    # handovers: acquisitions that raised the highest epoch after the first).
+    workflows: "pa.Table"
     # The rest covers the keys with findings only: a big audit has a million clean keys.
     handovers: list[Handover]
     verifications: dict[tuple[str, str], int]   # (workflow_key, effect_key) -> last outcome_verified seq
@@ -70,9 +72,14 @@ class Detection:
     transition_ts: dict[tuple[str, int], datetime | None] = field(default_factory=dict)
     capped: set[str] = field(default_factory=set)  # finding ids whose span was capped by limits
 
-    def take_workflows(self) -> list[KeyCounts]:
-        rows, self.workflows = self.workflows, []
-        return rows
+    def take_workflows(self) -> "pa.Table":
+        table, self.workflows = self.workflows, self.workflows.slice(0, 0)
+        return table
+
+    def observed_keys(self) -> set[str]:
+        """The keys ordered by observation (their log lacks seq)."""
+        table = self.workflows
+        return set(table.filter(table.column("observed")).column("workflow_key").to_pylist())
 
     def release_timestamps(self) -> None:
         self.finding_ts = {}
@@ -83,65 +90,102 @@ def detect(store: Store) -> Detection:
     con = store.con
     for name in _BUILD:
         con.execute(SQL[name])
+    # The events' pages the build cached go before the findings arrive in Python (half a
+    # million at ten million events), so the two never peak together; the scratch tables still
+    # read are written out and read back as needed.
+    store.shrink()
     try:
-        cur = con.execute(SQL["finding_rows"])
-        rows = (row for batch in iter(lambda: cur.fetchmany(50_000), []) for row in batch)
-        findings, finding_ts, capped = [], {}, set()
-        # One string object per distinct key, worker, sink and reporter, not one per finding:
-        # half a million findings repeat a few workers and share keys.
-        shared: dict[str, str] = {}
-        share = shared.setdefault
-        for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
-             sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs, sink_result, seq,
-             file, line) in rows:
-            k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
-            file = share(file, file)
-            if cur_worker is not None:
-                cur_worker = share(cur_worker, cur_worker)
-            if grade == "attempt":
-                g, resolved = attempt_grade(outcome, sink_result)
-                if g is not _REJECTED:
-                    receipt = None
-            else:
-                g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
-            epochs = tuple(epochs or ())
-            fid = finding_id(k, g, s)
-            # Findings carry their incident id from the start, as the live detector fills it in:
-            # explain then keeps the finding instead of copying it.
-            findings.append(Finding(
-                id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
-                worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
-                effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
-                outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
-                incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
-            finding_ts[fid] = ts_utc
-            if attrs and '"otel.capped": true' in attrs:
-                capped.add(fid)
-        findings.sort(key=finding_order)
-        # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
-        findings = [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id]
+        findings, finding_ts, capped = _findings(con)
         from .authorize import authorize  # after SQL: it reads event rows as timeline does
 
         findings, authority_notes = authorize(con, findings, finding_ts)
-        # Hand DuckDB's cached pages back before the per-key facts below arrive in Python (a
-        # million workflow rows at ten million events), so the two never peak together.
         con.execute(SQL["release_evidence"])
-        store.shrink()
-
+        # The per-key facts, under a low limit: what their queries read back into DuckDB's cache
+        # would otherwise sit on top of the findings.
+        diagnosed, workflows, handovers, verifications, acquirers, transition_ts, newest = lean(store, _facts)
         diagnostics = sorted(
             [*(Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
-               for kind, k, s, epoch, detail in con.execute(SQL["diagnostics"]).fetchall()),
+               for kind, k, s, epoch, detail in diagnosed),
              *authority_notes],
             key=diagnostic_order)
-        workflows = [KeyCounts(*r) for r in con.execute(SQL["workflows"] + " ORDER BY 1").fetchall()]
-        handovers = [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()]
-        verifications = {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()}
-        acquirers = {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()}
-        transition_ts = {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()}
-        (newest,) = con.execute(SQL["newest_ts"]).fetchone()
-        del shared
     finally:
         con.execute(SQL["drop"])
         store.shrink()  # the SQL is done; the Python side (explain, render) grows from here
     return Detection(findings, diagnostics, workflows, handovers, verifications, acquirers, newest,
                      finding_ts, transition_ts, capped)
+
+
+def _facts(con) -> tuple:
+    """What explain needs besides the findings: diagnostic rows, per-key counts, handovers,
+    verifications, acquirers, transition times and the newest event time."""
+    return (con.execute(SQL["diagnostics"]).fetchall(),
+            con.sql(SQL["workflows"]).to_arrow_table(),
+            [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()],
+            {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()},
+            {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()},
+            {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()},
+            con.execute(SQL["newest_ts"]).fetchone()[0])
+
+
+#: DuckDB's memory limit while a query reads a little from the whole store (see ``lean``)
+LEAN_MEMORY = "128MB"
+
+
+def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """``read(store.con)`` under a low memory limit (``LEAN_MEMORY``), for queries that scan the
+    store for a little: under the store's usual limit the pages they read stay cached, on top of
+    the Python objects of a big audit (the timelines' query alone cached 345 MB at ten million
+    events). Should ``read`` need more, it runs again under the usual limit; ``shrink`` restores
+    the limit either way."""
+    try:
+        with contextlib.suppress(duckdb.Error):  # pages it cannot evict: the usual limit then
+            store.con.execute("SET memory_limit = ?", [LEAN_MEMORY])
+        try:
+            return read(store.con)
+        except duckdb.OutOfMemoryException:
+            store.shrink()
+            return read(store.con)
+    finally:
+        store.shrink()
+
+
+def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]:
+    """The findings of the finding rows in ``finding_order``, their parsed ts by id, and the ids
+    whose evidence was capped (``otel.capped``)."""
+    # Arrow batches, a Python list per column: a third faster than fetching tuples.
+    batches = con.sql(SQL["finding_rows"]).to_arrow_reader(50_000)
+    rows = (row for batch in batches for row in zip(*(column.to_pylist() for column in batch.columns)))
+    findings, finding_ts, capped = [], {}, set()
+    # One string object per distinct key, worker, sink and reporter, not one per finding:
+    # half a million findings repeat a few workers and share keys.
+    shared: dict[str, str] = {}
+    share = shared.setdefault
+    for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
+         sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs, sink_result, seq,
+         file, line) in rows:
+        k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
+        file = share(file, file)
+        if cur_worker is not None:
+            cur_worker = share(cur_worker, cur_worker)
+        if grade == "attempt":
+            g, resolved = attempt_grade(outcome, sink_result)
+            if g is not _REJECTED:
+                receipt = None
+        else:
+            g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
+        epochs = tuple(epochs or ())
+        fid = finding_id(k, g, s)
+        # Findings carry their incident id from the start, as the live detector fills it in:
+        # explain then keeps the finding instead of copying it.
+        findings.append(Finding(
+            id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
+            worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
+            effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
+            outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
+            incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
+        finding_ts[fid] = ts_utc
+        if attrs and '"otel.capped": true' in attrs:
+            capped.add(fid)
+    findings.sort(key=finding_order)
+    # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
+    return [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id], finding_ts, capped

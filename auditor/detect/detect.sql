@@ -4,7 +4,9 @@
 -- which that epoch was displaced: a small table built from the acquisitions alone (their running
 -- maximum gives the "records", acquisitions that raised the highest epoch, increasing in both seq
 -- and epoch, so an ASOF join finds the earliest one above an epoch). Events are then hash-joined
--- against it. Windows run only over acquisitions and effect events.
+-- against it. Windows run only over acquisitions and the commits of keys committed under two or
+-- more epochs; only stale attempts are resolved; and the findings' events are picked from those
+-- scratch tables, so the events table is scanned for the evidence columns once (evidence).
 
 -- The scratch tables carry only the columns read after them: at ten million events they are
 -- gigabytes, and what does not fit in memory is written out and read back.
@@ -22,14 +24,22 @@ SELECT k, s, epoch, worker, ts_utc,
        prev_max IS NOT NULL AS handover
 FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
 
+-- name: key_epochs
+-- Each (key, epoch) of the evidence, in one pass for displacement and unacquired_epoch:
+-- its first position, and whether it holds owner evidence (not only outcome_verified).
+-- Recorded outside an owner epoch (SPEC section 8): an epoch there is not its evidence.
+CREATE OR REPLACE TEMP TABLE key_epochs AS
+SELECT workflow_key AS k, epoch AS p, min(ord) AS s, bool_or(kind <> 'outcome_verified') AS evidence
+FROM events
+WHERE kind NOT IN ('lease_acquired', 'authority_granted', 'authority_revoked', 'effect_compensated')
+GROUP BY workflow_key, epoch;
+
 -- name: displacement
 -- For each (k, p) with evidence, the acquisition that displaced epoch p: the earliest record
 -- with a higher epoch.
 CREATE OR REPLACE TEMP TABLE displaced AS
 SELECT ep.k, ep.p, r.s AS t_seq
-FROM (SELECT DISTINCT workflow_key AS k, epoch AS p FROM events
-      WHERE kind NOT IN ('lease_acquired', 'outcome_verified', 'authority_granted', 'authority_revoked',
-                         'effect_compensated')) ep
+FROM (SELECT k, p FROM key_epochs WHERE evidence) ep
 ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 
 -- name: stale
@@ -40,24 +50,39 @@ SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_re
 FROM events e JOIN displaced d ON e.workflow_key = d.k AND e.epoch = d.p
 WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord > d.t_seq;
 
--- name: effects
-CREATE OR REPLACE TEMP TABLE effects AS
-SELECT workflow_key AS k, ord AS s, kind, epoch, effect_key, step_id, sink_result,
-       kind = 'effect_committed' OR coalesce(sink_result = 'rejected', false) AS resolver,
-       CASE WHEN kind = 'effect_committed' OR sink_result = 'rejected' THEN event_id END AS event_id, obs
-FROM events WHERE kind IN ('effect_attempted', 'effect_committed');
+-- name: commits
+-- The commits of the keys that committed under two or more epochs: only those can hold a double
+-- commit (about a sixth of the keys of a big log), so the windows below run over them alone.
+CREATE OR REPLACE TEMP TABLE commits AS
+SELECT workflow_key AS k, ord AS s, epoch, effect_key, step_id, event_id, obs
+FROM events
+WHERE kind = 'effect_committed'
+  AND workflow_key IN (SELECT workflow_key FROM events WHERE kind = 'effect_committed'
+                       GROUP BY workflow_key HAVING min(epoch) < max(epoch) OR count(epoch) < count(*));
 
 -- name: resolutions
--- Each attempt's outcome is the next later rejection or commit of its (key, epoch, effect key).
--- Two of them at that seq (an ordering conflict): the first in (event_id, obs) order, the order
--- the live detector is fed them in; r_obs names it (the other is no receipt: see findings).
+-- Each stale attempt's outcome is the next later rejection or commit of its (key, epoch, effect
+-- key); only stale attempts are resolved (the others make no finding), against the resolvers of
+-- their triples alone. Two resolvers at one seq (an ordering conflict): the first in (event_id,
+-- obs) order, the order the live detector is fed them in; r_obs names it (the other is no
+-- receipt: see findings).
 CREATE OR REPLACE TEMP TABLE resolutions AS
+WITH attempts AS (
+    SELECT k, s, epoch, effect_key FROM stale
+    WHERE kind = 'effect_attempted' AND sink_result IS DISTINCT FROM 'rejected'
+), resolvers AS (
+    SELECT e.workflow_key AS k, e.epoch, e.effect_key, e.ord AS s,
+           min({'event_id': e.event_id, 'obs': e.obs, 'committed': e.kind = 'effect_committed'}) AS first
+    FROM events e
+    SEMI JOIN (SELECT DISTINCT k, epoch, effect_key FROM attempts) t
+        ON e.workflow_key = t.k AND e.epoch = t.epoch AND e.effect_key = t.effect_key
+    WHERE e.kind = 'effect_committed' OR (e.kind = 'effect_attempted' AND e.sink_result = 'rejected')
+    GROUP BY e.workflow_key, e.epoch, e.effect_key, e.ord
+)
 SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq, r.first.event_id AS r_eid, r.first.obs AS r_obs,
        CASE WHEN r.first.committed THEN 'committed' WHEN NOT r.first.committed THEN 'rejected' END AS resolved_as
-FROM (SELECT * FROM effects WHERE NOT resolver) a
-ASOF LEFT JOIN (SELECT k, epoch, effect_key, s,
-                       min({'event_id': event_id, 'obs': obs, 'committed': kind = 'effect_committed'}) AS first
-                FROM effects WHERE resolver GROUP BY k, epoch, effect_key, s) r
+FROM attempts a
+ASOF LEFT JOIN resolvers r
     ON a.k = r.k AND a.epoch = r.epoch AND a.effect_key = r.effect_key AND a.s < r.s;
 
 -- name: first_commits
@@ -68,7 +93,7 @@ SELECT k, effect_key, epoch, min(s) AS s,
        row_number() OVER (PARTITION BY k, effect_key ORDER BY min(s), epoch) AS nth,
        list(epoch) OVER (PARTITION BY k, effect_key ORDER BY min(s), epoch
                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epochs
-FROM effects WHERE kind = 'effect_committed'
+FROM commits
 GROUP BY k, effect_key, epoch;
 
 -- name: step_commits
@@ -79,7 +104,7 @@ SELECT k, step_id, epoch, min(s) AS s, arg_min(effect_key, s) AS effect_key,
                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epochs,
        list(arg_min(effect_key, s)) OVER (PARTITION BY k, step_id ORDER BY min(s), epoch
                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_keys
-FROM effects WHERE kind = 'effect_committed' AND step_id IS NOT NULL
+FROM commits WHERE step_id IS NOT NULL
 GROUP BY k, step_id, epoch;
 
 -- name: findings
@@ -130,19 +155,26 @@ GROUP BY k, s;
 -- The event each finding sits on: the stale event itself, or for a double commit a commit under
 -- an epoch it added (not a retry of an earlier one); should two fit (an ordering conflict), the
 -- first reported (em_*), then the least event_id. obs is the row's identity (two rows may share an event_id: an
--- event_id_conflict).
+-- event_id_conflict). Every candidate is in a scratch table already: an event at a stale event's
+-- (key, seq, kind, epoch) is stale itself, and a double commit's key has all its commits in
+-- commits; so no scan of the events table is needed.
 -- It and the next step are tables of their own: planned as one query with finding_rows, the
 -- joins against all events cost three times as much at ten million events.
 CREATE OR REPLACE TEMP TABLE picked AS
-SELECT DISTINCT ON (f.grade, f.k, f.s, f.outcome) f.*, e.obs
-FROM raw_findings f JOIN events e
-  ON e.workflow_key = f.k AND e.ord = f.s
+SELECT f.*, e.obs
+FROM raw_findings f JOIN (
+    SELECT k, s, kind, epoch, event_id, obs, false AS twice FROM stale
+    UNION ALL
+    SELECT k, s, 'effect_committed', epoch, event_id, obs, true FROM commits) e
+  ON e.k = f.k AND e.s = f.s AND e.twice = (f.grade = 'double_commit')
  AND e.kind = CASE f.grade WHEN 'stale_activity' THEN 'progress'
                            WHEN 'stale_commit' THEN 'effect_committed'
                            WHEN 'double_commit' THEN 'effect_committed'
                            ELSE 'effect_attempted' END
  AND list_contains(f.on_epochs, e.epoch) AND (f.eid IS NULL OR e.event_id = f.eid)
-ORDER BY f.grade, f.k, f.s, f.outcome, f.em_seq NULLS LAST, f.em_eid, f.em_obs, e.event_id, e.obs;
+-- A window, not DISTINCT ON: that one is planned as an arg_min per column, each building the sort key.
+QUALIFY row_number() OVER (PARTITION BY f.grade, f.k, f.s, f.outcome
+                           ORDER BY f.em_seq NULLS LAST, f.em_eid, f.em_obs, e.event_id, e.obs) = 1;
 
 -- name: evidence
 CREATE OR REPLACE TEMP TABLE evidence AS
@@ -164,16 +196,27 @@ FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
 ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
-                FROM records GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
+                FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
 LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1]
 -- Two attempts of one seq that grade alike are one finding (detect() keeps the first): the first reported.
 ORDER BY f.k, f.s, f.em_seq NULLS LAST, f.em_eid, f.em_obs, f.obs;
 
+-- name: release_key_epochs
+DROP TABLE key_epochs;
+
 -- name: release_evidence
 -- The finding rows are in Python now.
-DROP TABLE evidence; DROP TABLE picked;
+DROP TABLE evidence;
 
--- name: diagnostics
+-- name: release_picked
+-- The findings' events have their evidence now.
+DROP TABLE picked; DROP TABLE raw_findings;
+
+-- name: diagnostic_rows
+-- The diagnostics, and below the per-key counts, are whole-store aggregates (ordering_conflict
+-- groups every event by key and seq): they are built with the scratch tables, before the
+-- findings are in Python, and read after.
+CREATE OR REPLACE TEMP TABLE diagnostic_rows AS
 SELECT 'epoch_regression' AS kind, k, s, epoch,
        'acquired epoch ' || epoch || ' (' || worker || ') while epoch ' || prev_max ||
        ' was already the highest' AS detail
@@ -181,21 +224,20 @@ FROM acq WHERE epoch <= prev_max
 UNION ALL
 SELECT 'unacquired_epoch', e.k, e.s, e.p,
        'evidence under epoch ' || e.p || ' but this key never shows it acquired'
-FROM (SELECT workflow_key AS k, epoch AS p, min(ord) AS s FROM events
-      WHERE kind <> 'lease_acquired' AND epoch IS NOT NULL
-        -- recorded outside an owner epoch (SPEC section 8): an epoch there is not its evidence
-        AND kind NOT IN ('authority_granted', 'authority_revoked', 'effect_compensated')
-      GROUP BY workflow_key, epoch) e
-WHERE NOT EXISTS (SELECT 1 FROM acq a WHERE a.k = e.k AND a.epoch = e.p)
+FROM key_epochs e
+WHERE e.p IS NOT NULL AND NOT EXISTS (SELECT 1 FROM acq a WHERE a.k = e.k AND a.epoch = e.p)
 UNION ALL
 SELECT 'ordering_conflict', workflow_key, seq, NULL,
        count(*) || ' different events share seq ' || seq
 FROM events WHERE seq IS NOT NULL
 GROUP BY workflow_key, seq HAVING count(*) > 1;
 
+-- name: diagnostics
+SELECT kind, k, s, epoch, detail FROM diagnostic_rows;
+
 -- name: release
 -- What only the findings needed goes before the wide joins against events below.
-DROP TABLE stale; DROP TABLE effects; DROP TABLE resolutions; DROP TABLE first_commits;
+DROP TABLE stale; DROP TABLE commits; DROP TABLE resolutions; DROP TABLE first_commits;
 DROP TABLE step_commits;
 
 -- name: finding_keys
@@ -203,15 +245,19 @@ DROP TABLE step_commits;
 -- million events has a million keys, most of them clean).
 CREATE OR REPLACE TEMP TABLE finding_keys AS SELECT DISTINCT k FROM raw_findings;
 
--- name: workflows
+-- name: key_counts
 -- Per workflow key: events, acquisitions, whether any event lacks seq, handovers (records that
 -- raised the epoch).
+CREATE OR REPLACE TEMP TABLE key_counts AS
 SELECT w.*, coalesce(h.n, 0) AS handovers
 FROM (SELECT workflow_key, count(*) AS events,
              count(*) FILTER (WHERE kind = 'lease_acquired') AS acquisitions,
              bool_or(seq IS NULL) AS observed
       FROM events GROUP BY workflow_key) w
 LEFT JOIN (SELECT k, count(*) AS n FROM records WHERE handover GROUP BY k) h ON h.k = w.workflow_key;
+
+-- name: workflows
+SELECT * FROM key_counts ORDER BY workflow_key;
 
 -- name: handovers
 SELECT k, s, epoch, worker FROM records WHERE handover AND k IN (SELECT k FROM finding_keys);
@@ -234,7 +280,8 @@ WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, epoch;
 
 -- name: drop
 DROP TABLE IF EXISTS acq; DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS displaced;
-DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS effects; DROP TABLE IF EXISTS resolutions;
+DROP TABLE IF EXISTS key_epochs; DROP TABLE IF EXISTS diagnostic_rows; DROP TABLE IF EXISTS key_counts;
+DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS commits; DROP TABLE IF EXISTS resolutions;
 DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
 DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys; DROP TABLE IF EXISTS picked;
 DROP TABLE IF EXISTS evidence;

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..model import Event, Finding, Grade, Kind, Reporter, SinkResult
 from ..rules import TWICE
 from ..store import QUIET, Store
-from . import SQL
+from . import SQL, lean
 
 _KINDS = {k.value: k for k in Kind}
 _RESULTS = {r.value: r for r in SinkResult}
@@ -92,7 +92,8 @@ def excerpts(store: Store, keys: Iterable[str], findings: Iterable[Finding],
     if not keys:
         return {}
     rows: dict[str, list[tuple]] = {k: [] for k in keys}
-    for r in store.con.execute(SQL["timeline_rows"], [keys, limit]).fetchall():
+    # The query scans every column of the whole store for a few keys.
+    for r in lean(store, lambda con: con.execute(SQL["timeline_rows"], [keys, limit]).fetchall()):
         rows[r[1]].append(r)
     by_key: dict[str, list[Finding]] = {k: [] for k in keys}
     for f in findings:

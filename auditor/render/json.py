@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
+from itertools import islice
 from typing import IO, Any
 
 import orjson
@@ -32,7 +34,13 @@ def render_json(result: AuditResult) -> str:
 
 def write_json(result: AuditResult, out: IO[str]) -> None:
     """Write the document to ``out``, list items one per line, as they are encoded."""
-    dumps = orjson.dumps
+    from .. import _no_gc
+
+    with _no_gc():  # what is written is acyclic: a collector pass would only walk the result again
+        _write(result, out)
+
+
+def _write(result: AuditResult, out: IO[str]) -> None:
     out.write("{")
     for n, (key, value) in enumerate(result.document().items()):
         out.write(("," if n else "") + f"\n  {json.dumps(key)}: ")
@@ -43,11 +51,22 @@ def write_json(result: AuditResult, out: IO[str]) -> None:
             out.write(json.dumps(value, indent=2, ensure_ascii=False, default=_default).replace("\n", "\n  "))
             continue
         first = True
-        for entry in getattr(result, key):  # the dataclasses, not document()'s dicts: orjson reads them
-            out.write(("[\n    " if first else ",\n    ") + dumps(entry).decode())
+        for lines in _lines(result, key):
+            out.write(("[\n    " if first else ",\n    ") + ",\n    ".join(lines))
             first = False
         out.write("[]" if first else "\n  ]")
     out.write("\n}\n")
+
+
+def _lines(result: AuditResult, key: str) -> Iterator[list[str]]:
+    """The items of one of the document's long lists, as lines of compact JSON, in chunks."""
+    if key == "workflows":  # columns: a big audit's million clean keys are no objects
+        yield from result.workflows.json_lines()
+        return
+    dumps, items = orjson.dumps, iter(getattr(result, key))
+    # The dataclasses, not document()'s dicts: orjson reads them.
+    while chunk := [dumps(entry).decode() for entry in islice(items, 8192)]:
+        yield chunk
 
 
 def _write_section(section: dict[str, Any], out: IO[str]) -> None:
