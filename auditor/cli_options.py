@@ -4,6 +4,7 @@ work, the progress shown on a terminal, and the one way results are written (``R
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -341,8 +342,10 @@ def reporting(command: Callable[..., None]) -> Callable[..., None]:
 
         rep = Reporting.parse(*(kwargs.pop(name) for name, _, _ in REPORTING))
         # A report command ends the process: the collector stays off from the audit to the last
-        # rendering, where each pass would walk the whole (acyclic) result again.
-        with _no_gc():
+        # rendering, where each pass would walk the whole (acyclic) result again. Not for a Spark
+        # driver, whose py4j proxies and threads are no such result.
+        spark = str(kwargs.get("engine", "")).strip().lower() == "spark"
+        with contextlib.nullcontext() if spark else _no_gc():
             return command(**kwargs, rep=rep)
 
     wrapper.__signature__ = inspect.Signature(own + shared)

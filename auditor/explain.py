@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from .arrow import strings
 from .detect import Detection
 from .detect.timeline import takeovers
 from .model import GRADE_RANK, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
@@ -239,7 +240,6 @@ def workflows(det: Detection, findings: list[Finding]) -> WorkflowTable:
     Takes ``det.workflows`` over (a million rows at ten million events): the clean keys stay
     columns, and a summary is built here only for each key with findings.
     """
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     by_key: dict[str, list[Finding]] = defaultdict(list)
@@ -251,7 +251,7 @@ def workflows(det: Detection, findings: list[Finding]) -> WorkflowTable:
     counts = det.take_workflows()
     # The rows of the keys with findings, found by probing the million keys against the few
     # (hashing all of them would cost a table as big as the keys).
-    rows = pc.indices_nonzero(pc.is_in(counts.column("workflow_key"), value_set=pa.array(list(by_key), pa.string())))
+    rows = pc.indices_nonzero(pc.is_in(counts.column("workflow_key"), value_set=strings(list(by_key))))
     marked = {}
     found = counts.take(rows)
     for i, k, events, acquisitions, observed, n_handovers in zip(

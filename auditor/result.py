@@ -141,9 +141,11 @@ class WorkflowTable(Sequence):
         """The first ``limit`` keys (in key order) without findings whose handovers were all clean."""
         import numpy as np
 
+        from .arrow import int64_view
+
         keys, marked = self._counts.column("workflow_key"), self._marked
         out: list[str] = []
-        for i in np.flatnonzero(self._counts.column("handovers").to_numpy() > 0).tolist():
+        for i in np.flatnonzero(int64_view(self._counts.column("handovers")) > 0).tolist():
             w = marked.get(i)
             if w is None or (w.findings == 0 and w.clean_handovers > 0):
                 out.append(keys[i].as_py())
@@ -156,6 +158,11 @@ class WorkflowTable(Sequence):
         summary), in chunks. Clean rows are assembled from the columns; a marked row, or a key
         JSON must escape, is encoded by ``orjson``."""
         import orjson
+
+        if len(self) <= rows:  # one chunk: orjson per summary spares a small audit pyarrow.compute
+            if len(self):
+                yield [orjson.dumps(w).decode() for w in self]
+            return
         import pyarrow as pa
         import pyarrow.compute as pc
 

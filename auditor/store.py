@@ -374,7 +374,7 @@ class Store:
                     if t.schema != schema:  # a cast imports pyarrow.compute: JSON lines need none
                         t = t.cast(schema)
                     if k:  # the first source keeps its pos: a lone file's audit imports neither
-                        # pyarrow.compute (0.1 s) nor, through pc.add's Python int, pandas (see jsonl)
+                        # pyarrow.compute (0.1 s) nor, through pc.add's Python int, pandas (see arrow.py)
                         import pyarrow.compute as pc
 
                         t = t.set_column(1, "pos", pc.add(t.column("pos"), k << 36))
@@ -403,7 +403,7 @@ class Store:
                 out[i] = SourceCounts(name, read, n, read - bad - n, bad)
                 rows.append((first + k, name, digest, fmt, read, n, read - bad - n, bad))
             # One INSERT of lists unnested side by side: executemany runs a statement per row, and
-            # an Arrow table of Python lists imports pandas (see store_setup.string_array).
+            # an Arrow table of Python lists imports pandas (see arrow.py).
             con.execute("INSERT INTO sources SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                         "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
                         "unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])

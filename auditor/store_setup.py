@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .errors import StoreError
+from .arrow import strings
 from .normalize import attrs_of, normalize_line
 from .vocabulary import Vocabulary
 
@@ -36,7 +37,7 @@ def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
     import pyarrow as pa
 
     if len(lines) < 1024:  # a small log: spare the cold start the import of pyarrow.compute
-        return string_array([None if line is None else attrs_udf(line, keep)
+        return strings([None if line is None else attrs_udf(line, keep)
                              for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
     import pyarrow.compute as pc
 
@@ -50,29 +51,11 @@ def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
     return pc.take(attrs, pc.index_in(lines, value_set=distinct))
 
 
-def string_array(values: list[str | None]) -> "pa.Array":
-    """``pa.array(values, pa.string())``, built from its buffers: a process's first ``pa.array``
-    imports pandas when it is installed (pyarrow asks whether the list is a pandas object), a
-    quarter of a second of a small audit's cold start."""
-    import numpy as np
-    import pyarrow as pa
-
-    data = [b"" if v is None else v.encode() for v in values]
-    lengths = np.array([len(d) for d in data], np.int64)
-    if lengths.sum() >= 1 << 31:  # past 32-bit offsets: pyarrow splits it into chunks
-        return pa.array(values, pa.string())
-    offsets = np.zeros(len(data) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    valid = np.packbits(np.array([v is not None for v in values], bool), bitorder="little")
-    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets), pa.py_buffer(b"".join(data)),
-                                       pa.py_buffer(valid))
-
-
 def normalize_udf(box: list[Vocabulary]):
     """``normalize_line`` over one arrow vector of lines (the stage's slow path)."""
     def normalize_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
         vocabulary = box[0]
-        return string_array([None if line is None else normalize_line(line, vocabulary, bool(keep))
+        return strings([None if line is None else normalize_line(line, vocabulary, bool(keep))
                              for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
     return normalize_batch
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import duckdb
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 SQL = statements("detect/detect.sql")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 T = TypeVar("T")
 
 _BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
@@ -183,7 +184,7 @@ def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]
             effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
             outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
             incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
-        finding_ts[fid] = ts_utc
+        finding_ts[fid] = None if ts_utc is None else _EPOCH + timedelta(microseconds=ts_utc)
         if attrs and '"otel.capped": true' in attrs:
             capped.add(fid)
     findings.sort(key=finding_order)

@@ -191,7 +191,8 @@ SELECT f.grade, f.k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
        c.worker AS current_worker,
        coalesce(f.t_seq, CASE WHEN d.t_seq < f.s THEN d.t_seq END) AS transition_seq,
        f.effect_key, f.step_id, f.sink, f.reporter, f.ts, f.outcome, f.receipt_seq,
-       f.epochs, f.unstable, f.ts_utc, f.attrs, f.sink_result, f.seq, src.name, f.line
+       -- ts_utc in microseconds: a time zone's Arrow column imports pandas when read into Python
+       f.epochs, f.unstable, epoch_us(f.ts_utc) AS ts_utc, f.attrs, f.sink_result, f.seq, src.name, f.line
 FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
+from ..arrow import bools, int64s
 from ..errors import InputError
 from .compression import DamagedStream, compression_of, open_bytes
 from .sources import Progress, Source
@@ -125,10 +126,7 @@ def _lines_table(np, pa, data: bytes, ends, first_line: int) -> "pa.Table":
     offsets[1:] = ends + 1
     raw = pa.LargeBinaryArray.from_buffers(
         pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    numbers = np.arange(first_line, first_line + len(ends), dtype=np.int64)
-    # from_buffers, not pa.array: pa.array imports pandas whenever it is installed (0.25 s of a
-    # small audit's cold start) to ask whether the ndarray is a pandas object.
-    lines = pa.Array.from_buffers(pa.int64(), len(numbers), [None, pa.py_buffer(numbers)])
+    lines = int64s(np.arange(first_line, first_line + len(ends), dtype=np.int64))  # not pa.array: see arrow.py
     return pa.table({"line": lines, "pos": lines, "raw": raw, "bad": pa.nulls(len(ends), pa.string())})
 
 
@@ -163,11 +161,6 @@ def _split(np, pa, data: bytes, end: int, first_line: int, max_line: int) -> Gen
 DENSE_SLICE = 2 << 20
 
 
-def _mask(np, pa, keep) -> "pa.Array":
-    """A boolean ndarray as an Arrow one, from its bits (pa.array imports pandas: see _lines_table)."""
-    return pa.Array.from_buffers(pa.bool_(), len(keep), [None, pa.py_buffer(np.packbits(keep, bitorder="little"))])
-
-
 def _split_slice(np, pa, data: bytes, ends, first_line: int, max_line: int) -> Iterator["pa.Table"]:
     table = _lines_table(np, pa, data, ends, first_line)
     offsets = np.frombuffer(table.column("raw").chunks[0].buffers()[1], np.int64)[:table.num_rows + 1]
@@ -176,7 +169,7 @@ def _split_slice(np, pa, data: bytes, ends, first_line: int, max_line: int) -> I
     empty = (lengths == 1) | ((lengths == 2) & (buf[offsets[:-1]] == 13))
     big = np.flatnonzero(lengths > min(BIG_LINE, max_line + 1))  # lengths count the newline
     if not big.size:
-        kept = table.filter(_mask(np, pa, ~empty)) if empty.any() else table
+        kept = table.filter(bools(~empty)) if empty.any() else table
         if kept.num_rows:
             yield kept
         return
