@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 from contextlib import asynccontextmanager
 import tempfile
 import threading
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,8 +271,50 @@ def decode_request(signal: str, body: bytes, content_type: str, encoding: str, l
     if prepare and records:
         from .store_typed import prepare as split_ahead
 
-        return "ok", records, reasons, split_ahead(records)  # the live store keeps no payloads
+        # the live store keeps no payloads
+        return "ok", PackedRecords(records), reasons, split_ahead(records)
     return "ok", records, reasons, None
+
+
+class PackedRecords(Sequence):
+    """A decoded request's records, pickled in the decoder process and unpickled in the receiver
+    only when one is read. The typed columns of their split (``store_typed.prepare``) carry every
+    record the split types, to the audit (``convert.typed_events``) and to the store alike, so
+    the dicts are read only for the few records that take the checked way. Unpickling a
+    thousand dicts per request, and holding them until they are written, was the receiver's
+    largest cost after the audit itself (and the garbage collector's walk over them)."""
+
+    __slots__ = ("_blob", "_n", "_list")
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        self._blob = pickle.dumps(records, pickle.HIGHEST_PROTOCOL)
+        self._n = len(records)
+        self._list: list[dict[str, Any]] | None = None
+
+    def __reduce__(self):
+        return _packed, (self._blob, self._n)
+
+    def _records(self) -> list[dict[str, Any]]:
+        # Two threads (the audit, the store writer) may unpickle at once: each gets equal records.
+        out = self._list
+        if out is None:
+            out = self._list = pickle.loads(self._blob)
+        return out
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        return self._records()[i]
+
+    def __iter__(self):
+        return iter(self._records())
+
+
+def _packed(blob: bytes, n: int) -> PackedRecords:
+    out = PackedRecords.__new__(PackedRecords)
+    out._blob, out._n, out._list = blob, n, None
+    return out
 
 
 def _decoder_pool(workers: int):

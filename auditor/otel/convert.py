@@ -10,11 +10,14 @@ record needs the checks.
 from __future__ import annotations
 
 import copy
+import itertools
+import json
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live import LiveEvent
 from ..model import Event, Kind, Reporter, SinkResult
 from ..normalize import Rejected, instant, normalize
+from ..store_typed import Prepared
 from ..vocabulary import CORE_KINDS, DEFAULT, EFFECT_KINDS, OPTIONAL_FIELDS, Vocabulary
 from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
 
@@ -123,6 +126,45 @@ def record_event(rec: dict[str, Any]) -> LiveEvent | None:
     the record's text and ``event_id`` None, as in ``span_events``."""
     attrs = rec.get("attrs")
     return _typed_event(rec, rec.get("kind"), rec.get("ts"), bool(attrs and attrs.get("otel.capped")))
+
+
+#: The typed columns an event is built from, in ``LiveEvent``'s order.
+_TYPED = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result", "reporter",
+          "step_id", "ts")
+
+
+def typed_events(prepared: Prepared, n: int) -> list[LiveEvent | None]:
+    """The live events of ``n`` records split ahead for the store (``store_typed.prepare``, in
+    serve's decoder processes), at the records' places: a typed record's columns are its event,
+    no dict visited (what ``record_event`` gives it). None where the record takes ``_admit``'s
+    path: the split did not type it, or it has no seq (its key is then ordered by arrival)."""
+    t = prepared.typed
+    if t is None or not t.num_rows:
+        return [None] * n
+    m = t.num_rows
+    seqs, keys, kinds, epochs, workers, effect_keys, sinks, results, reporters, steps, ts = (
+        t.column(c).to_pylist() for c in _TYPED)
+    kinds = [_KINDS[k] for k in kinds]
+    results = [None] * m if t.column("sink_result").null_count == m else [_SINK_RESULTS.get(r) for r in results]
+    reporters = [None] * m if t.column("reporter").null_count == m else [_REPORTERS.get(r) for r in reporters]
+    capped = [None] * m
+    attrs = t.column("attrs")
+    if attrs.null_count < m:
+        for i, text in enumerate(attrs.to_pylist()):  # a substring first: json only for the few
+            if text is not None and '"otel.capped"' in text and json.loads(text).get("otel.capped"):
+                capped[i] = _CAPPED
+    new, unset = _new, _UNSET
+    events = [new(LiveEvent, row + unset) for row in zip(seqs, keys, kinds, epochs, workers, effect_keys, sinks,
+                                                         results, reporters, steps, ts, itertools.repeat(None),
+                                                         capped)]
+    if t.column("seq").null_count:
+        events = [None if e.seq is None else e for e in events]
+    if m == n and prepared.rest == []:
+        return events  # every record typed, in order (pos 1..n)
+    out: list[LiveEvent | None] = [None] * n
+    for pos, e in zip(t.column("pos").to_pylist(), events):
+        out[pos - 1] = e
+    return out
 
 
 _CAPPED = {"otel.capped": True}
