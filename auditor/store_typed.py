@@ -1,13 +1,14 @@
 """The store's typed append: Python records the stage query's fast path would take, handed to it
 as Arrow columns instead of JSON text (``Store.append_records``, the live doors' writer).
 
-A record qualifies only when the stage's fast path surely takes its JSON line (every member a
-canonical field named as in the contract, no null, typed values with nothing to fix, no optional
-field of SPEC sections 7 and 8) and JSON would carry its values unchanged: strings that are not
-blank and cannot be read as an object or array, integers in 64 bits, finite floats, ``attrs`` an
-object of plain JSON values. Its columns are what the fast path reads from that line; the stage
-query then computes ``ts``, ``ts_utc``, the derived ``event_id`` and the accounting from them
-exactly as for the line. Every other record goes the JSON way, through the normalizer.
+Which records qualify is one rule, ``typed``, that the live shortcut follows too
+(``otel.convert``): every member a canonical field named as in the contract, no null, typed
+values with nothing to fix, no optional field of SPEC sections 7 and 8, and values JSON carries
+unchanged (strings that are not blank and cannot be read as an object or array, integers in 64
+bits); ``split`` adds that ``attrs`` be an object of plain JSON values. Its columns are what the
+fast path reads from the record's JSON line; the stage query then computes ``ts``, ``ts_utc``,
+the derived ``event_id`` and the accounting from them exactly as for the line. Every other record
+goes the JSON way, through the normalizer, and the live audit checks it the same way.
 tests/test_store_typed.py pins the result to the careful store.
 
 ``prepare`` does the split where the records are made, ahead of the append: ``auditor serve``'s
@@ -21,7 +22,7 @@ import json
 import math
 from typing import Any, NamedTuple
 
-from .normalize import _payload_key, redact
+from .normalize import _payload_key, _ts, redact
 from .vocabulary import CORE_KINDS, EFFECT_KINDS, FIELDS, KINDS, REPORTERS, SINK_RESULTS
 
 _KINDS = frozenset(k for k in KINDS if k in CORE_KINDS)  # the stage's $kinds
@@ -103,59 +104,78 @@ def _attrs_text(attrs: dict[str, Any], keep_payloads: bool) -> str | None | bool
     return text
 
 
+def typed(fields: dict[str, Any], kind: Any) -> bool:
+    """The one rule both engines' shortcuts follow: True when ``fields`` (a record's members, or a
+    span's mapped ``ownership.*`` fields) of kind ``kind`` are taken as they are, by the stage's
+    fast path (``split``'s columns) and by the live shortcut (``otel.convert``'s events) alike;
+    False sends the record the checked way, through the normalizer, in both.
+
+    Every member is a canonical field named as in the contract and given (not None, no optional
+    field of SPEC sections 7 and 8); the kind is one of the five; ``seq`` (if given) and ``epoch``
+    are integers in 64 bits (``epoch`` >= 0, or anything-free on ``outcome_verified``); the text
+    fields are strings the normalizer and JSON keep as written (``_text``); ``workflow_key`` is
+    given, and ``effect_key`` on effect kinds; ``sink_result`` and ``reporter`` are known values;
+    ``ts`` is text that the normalizer does not read as epoch seconds. ``attrs`` are carried and
+    never interpreted: only the store's columns need them plain (``split``)."""
+    if type(kind) is not str or kind not in _KINDS or not _ALLOWED.issuperset(fields) or None in fields.values():
+        return False
+    get = fields.get
+    seq, epoch = get("seq"), get("epoch")
+    if seq is not None and (type(seq) is not int or not _MIN <= seq <= _MAX):
+        return False
+    if kind != "outcome_verified":
+        if type(epoch) is not int or not 0 <= epoch <= _MAX:
+            return False
+    elif epoch is not None and (type(epoch) is not int or not _MIN <= epoch <= _MAX):
+        return False
+    for f in _TEXT:
+        v = get(f)
+        if v is not None and not _text(v):
+            return False
+    if get("workflow_key") is None or (kind in _EFFECT_KINDS and get("effect_key") is None):
+        return False
+    sink_result, reporter, ts = get("sink_result"), get("reporter"), get("ts")
+    return ((sink_result is None or (type(sink_result) is str and sink_result in _SINK_RESULTS))
+            and (reporter is None or (type(reporter) is str and reporter in _REPORTERS))
+            and (ts is None or (type(ts) is str and "\x00" not in ts and _ts(ts)[1] is None)))
+
+
 def split(records: list[tuple[int, int, dict[str, Any]]], keep_payloads: bool
           ) -> tuple[dict[str, list], list[tuple[int, int, dict[str, Any]]]]:
     """``records`` as ``(line, pos, record)`` -> (typed columns by ``COLUMNS``, the rest as given);
-    ``pos`` is the record's place in its append, as the JSON way numbers it."""
+    ``pos`` is the record's place in its append, as the JSON way numbers it. A record is typed
+    when ``typed`` says so and its ``attrs`` are plain JSON (``_attrs_text``)."""
     cols: dict[str, list] = {c: [] for c in COLUMNS}
     (c_line, c_pos, c_seq, c_key, c_kind, c_epoch, c_worker, c_effect, c_sink, c_sr, c_rep, c_step, c_ts, c_id,
      c_attrs) = cols.values()
     rest = []
-    allowed = _ALLOWED
     for item in records:
         line, pos, rec = item
-        get = rec.get
-        kind, seq, epoch = get("kind"), get("seq"), get("epoch")
-        attrs = get("attrs")
-        ok = (type(rec) is dict and kind in _KINDS and type(kind) is str and allowed.issuperset(rec)
-              and (seq is None or (type(seq) is int and _MIN <= seq <= _MAX))
-              and (type(epoch) is int and 0 <= epoch <= _MAX if kind != "outcome_verified"
-                   else epoch is None or (type(epoch) is int and _MIN <= epoch <= _MAX))
-              and None not in rec.values())
-        if ok:
-            for f in _TEXT:
-                v = get(f)
-                if v is not None and not _text(v):
-                    ok = False
-                    break
-        if ok and get("workflow_key") is None:
-            ok = False
-        effect_key, sink_result, reporter, ts = get("effect_key"), get("sink_result"), get("reporter"), get("ts")
-        if ok and ((effect_key is None and kind in _EFFECT_KINDS)
-                   or (sink_result is not None and (type(sink_result) is not str or sink_result not in _SINK_RESULTS))
-                   or (reporter is not None and (type(reporter) is not str or reporter not in _REPORTERS))
-                   or (ts is not None and (type(ts) is not str or "\x00" in ts))):
-            ok = False
-        text = None
-        if ok and attrs is not None:
-            text = _attrs_text(attrs, keep_payloads) if type(attrs) is dict else False
-            ok = text is not False
-        if not ok:
+        if type(rec) is not dict or not typed(rec, rec.get("kind")):
             rest.append(item)
             continue
+        get = rec.get
+        attrs = get("attrs")
+        text = None
+        if attrs is not None:
+            text = _attrs_text(attrs, keep_payloads) if type(attrs) is dict else False
+            if text is False:
+                rest.append(item)
+                continue
+        kind = get("kind")
         c_line.append(line)
         c_pos.append(pos)
-        c_seq.append(seq)
+        c_seq.append(get("seq"))
         c_key.append(get("workflow_key"))
         c_kind.append(kind)
-        c_epoch.append(None if kind == "outcome_verified" else epoch)
+        c_epoch.append(None if kind == "outcome_verified" else get("epoch"))
         c_worker.append(get("worker") or "unknown")
-        c_effect.append(effect_key)
+        c_effect.append(get("effect_key"))
         c_sink.append(get("sink"))
-        c_sr.append(sink_result if kind == "effect_attempted" else None)
-        c_rep.append(reporter)
+        c_sr.append(get("sink_result") if kind == "effect_attempted" else None)
+        c_rep.append(get("reporter"))
         c_step.append(get("step_id"))
-        c_ts.append(ts)
+        c_ts.append(get("ts"))
         c_id.append(get("event_id"))
         c_attrs.append(text)
     return cols, rest

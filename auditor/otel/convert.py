@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from ..detect.live import LiveEvent
 from ..model import Event, Kind, Reporter, SinkResult
 from ..normalize import Rejected, instant, normalize
-from ..store_typed import Prepared
-from ..vocabulary import CORE_KINDS, DEFAULT, EFFECT_KINDS, OPTIONAL_FIELDS, Vocabulary
+from ..store_typed import Prepared, typed
+from ..vocabulary import DEFAULT, Vocabulary
 from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
 
 if TYPE_CHECKING:
@@ -32,7 +32,6 @@ class MappingError(Rejected):
 _KINDS = {k.value: k for k in Kind}
 _SINK_RESULTS = {r.value: r for r in SinkResult}
 _REPORTERS = {r.value: r for r in Reporter}
-_NEEDS_EFFECT_KEY = frozenset(_KINDS[k] for k in EFFECT_KINDS)
 
 
 def event_from_record(rec: dict[str, Any], seq: int | None = None,
@@ -125,7 +124,7 @@ def record_event(rec: dict[str, Any]) -> LiveEvent | None:
     (what the SDK's attributes and OTLP decoding give); None when it needs the checks. ``ts`` stays
     the record's text and ``event_id`` None, as in ``span_events``."""
     attrs = rec.get("attrs")
-    return _typed_event(rec, rec.get("kind"), rec.get("ts"), bool(attrs and attrs.get("otel.capped")))
+    return _typed_event(rec, rec.get("kind"), rec.get("ts"), type(attrs) is dict and bool(attrs.get("otel.capped")))
 
 
 #: The typed columns an event is built from, in ``LiveEvent``'s order.
@@ -170,47 +169,26 @@ def typed_events(prepared: Prepared, n: int) -> list[LiveEvent | None]:
 _CAPPED = {"otel.capped": True}
 _new = tuple.__new__
 _UNSET = tuple(LiveEvent._field_defaults[f] for f in LiveEvent._fields[13:])  # file, line, observed, ...
-_OPTIONAL = frozenset(OPTIONAL_FIELDS)
-_MAX = (1 << 63) - 1
-_MIN = -(1 << 63)
 
 
 def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | str | None, capped: bool) -> LiveEvent | None:
-    """``event_from_record``'s fast path over the mapped fields ``f``; None when it does not apply."""
-    kind = _KINDS.get(kind_name) if type(kind_name) is str else None
+    """``event_from_record``'s fast path over the mapped fields ``f``: the records
+    ``store_typed.typed`` takes (the store's rule, one for both engines) that have a seq; None
+    for the others (the checked path, or arrival order when seq is missing)."""
+    if not typed(f, kind_name):
+        return None
     get = f.get
-    key, s, epoch = get("workflow_key"), get("seq"), get("epoch")
-    if kind is Kind.OUTCOME_VERIFIED:
-        epoch = None  # ignored on outcome_verified, whatever it holds
-    elif type(epoch) is not int or epoch < 0 or epoch > _MAX:
+    s = get("seq")
+    if s is None:
         return None
-    if kind is None or type(key) is not str or type(s) is not int or s < _MIN or s > _MAX or not key.strip():
-        return None
-    if kind_name not in CORE_KINDS or (not _OPTIONAL.isdisjoint(f) and any(get(x) is not None for x in _OPTIONAL)):
-        return None  # sections 7 and 8 take the checked path (a field set to None is absent)
-    effect_key, worker, sink, step_id = get("effect_key"), get("worker"), get("sink"), get("step_id")
-    # A blank string is an absent field (normalize's rule): such a record takes the checked path.
-    if not ((effect_key is None or (type(effect_key) is str and effect_key.strip()))
-            and (worker is None or (type(worker) is str and worker.strip()))
-            and (sink is None or (type(sink) is str and sink.strip()))
-            and (step_id is None or (type(step_id) is str and step_id.strip()))
-            and (effect_key is not None or kind not in _NEEDS_EFFECT_KEY)):
-        return None
-    sink_result, reporter = get("sink_result"), get("reporter")
-    sr = rep = None
-    if sink_result is not None:
-        sr = _SINK_RESULTS.get(sink_result) if type(sink_result) is str else None
-        if sr is None:
-            return None
-        if kind is not Kind.EFFECT_ATTEMPTED:
-            sr = None
-    if reporter is not None:
-        rep = _REPORTERS.get(reporter) if type(reporter) is str else None
-        if rep is None:
-            return None
+    kind = _KINDS[kind_name]
+    sr, rep = get("sink_result"), get("reporter")
     # tuple.__new__ with every field: NamedTuple's generated __new__ (keyword defaults) costs twice this
-    return _new(LiveEvent, (s, key, kind, epoch, worker or "unknown", effect_key, sink, sr, rep, step_id, ts,
-                            None, _CAPPED if capped else None, *_UNSET))
+    return _new(LiveEvent, (s, get("workflow_key"), kind, None if kind is Kind.OUTCOME_VERIFIED else get("epoch"),
+                            get("worker") or "unknown", get("effect_key"), get("sink"),
+                            _SINK_RESULTS[sr] if sr is not None and kind is Kind.EFFECT_ATTEMPTED else None,
+                            None if rep is None else _REPORTERS[rep], get("step_id"), ts, None,
+                            _CAPPED if capped else None, *_UNSET))
 
 
 # Records -> events for the live detector. The batch door sends the same records through the
