@@ -104,6 +104,9 @@ class Receiver:
         self._closed = False
         self._decoding = 0
         _warm_store()  # paid now, not by the first append under load (a second of GIL)
+        for signal in ("traces", "logs"):  # the response classes' imports: not on the first request
+            _success(signal, PROTOBUF, 0, "")
+        _error(PROTOBUF, "")
         self._pool = _decoder_pool(config.decoders) if config.decoders > 0 else None
         from opentelemetry.metrics import get_meter_provider
 
