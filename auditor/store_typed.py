@@ -29,7 +29,9 @@ _KINDS = frozenset(k for k in KINDS if k in CORE_KINDS)  # the stage's $kinds
 _EFFECT_KINDS = frozenset(EFFECT_KINDS)
 _SINK_RESULTS = frozenset(SINK_RESULTS)
 _REPORTERS = frozenset(REPORTERS)
-_TEXT = ("workflow_key", "worker", "effect_key", "sink", "step_id", "event_id")
+#: Strings the fast path keeps as written: not blank (DuckDB's trim removes spaces only: strip is
+#: stricter), not readable as an object or array, no NUL.
+_TEXT_FIELDS = frozenset(("workflow_key", "worker", "effect_key", "sink", "step_id", "event_id"))
 _ALLOWED = frozenset(("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",
                       "reporter", "step_id", "ts", "event_id", "attrs"))
 assert _ALLOWED - {"attrs"} <= set(FIELDS)
@@ -37,11 +39,6 @@ _MAX, _MIN = (1 << 63) - 1, -(1 << 63)
 _DEPTH = 32
 COLUMNS = ("line", "pos", "seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",
            "reporter", "step_id", "ts", "event_id", "attrs")
-
-
-def _text(v: Any) -> bool:
-    """A string the fast path keeps as written (DuckDB's trim removes spaces only: strip is stricter)."""
-    return type(v) is str and v.strip() != "" and v[0] not in "{[" and "\x00" not in v
 
 
 def _plain(v: Any, depth: int) -> int:
@@ -85,7 +82,13 @@ _ATTRS_CACHE: dict[tuple, str | None] = {}
 def _attrs_text(attrs: dict[str, Any], keep_payloads: bool) -> str | None | bool:
     """What the stage's ``auditor_attrs`` writes for this ``attrs`` object; False when the record
     must take the JSON way. Flat objects of strings (a span name, a tool call id) are cached."""
-    flat = len(attrs) <= 4 and all(type(v) is str for v in attrs.values())
+    flat = False
+    if len(attrs) <= 4:
+        try:  # join raises unless every value is a string: the test in C, per record
+            "".join(attrs.values())
+            flat = True
+        except TypeError:
+            pass
     if flat:
         key = (keep_payloads, *attrs.items())
         hit = _ATTRS_CACHE.get(key)
@@ -128,16 +131,17 @@ def typed(fields: dict[str, Any], kind: Any) -> bool:
             return False
     elif epoch is not None and (type(epoch) is not int or not _MIN <= epoch <= _MAX):
         return False
-    for f in _TEXT:
-        v = get(f)
-        if v is not None and not _text(v):
+    for f in _TEXT_FIELDS.intersection(fields):  # _text, inlined: this runs per record
+        v = fields[f]
+        if type(v) is not str or not v.strip() or v[0] in "{[" or "\x00" in v:
             return False
-    if get("workflow_key") is None or (kind in _EFFECT_KINDS and get("effect_key") is None):
+    if "workflow_key" not in fields or (kind in _EFFECT_KINDS and "effect_key" not in fields):
         return False
     sink_result, reporter, ts = get("sink_result"), get("reporter"), get("ts")
+    # ("-" in ts: not a number, no need to ask the normalizer; RFC 3339 text always has one)
     return ((sink_result is None or (type(sink_result) is str and sink_result in _SINK_RESULTS))
             and (reporter is None or (type(reporter) is str and reporter in _REPORTERS))
-            and (ts is None or (type(ts) is str and "\x00" not in ts and _ts(ts)[1] is None)))
+            and (ts is None or (type(ts) is str and "\x00" not in ts and ("-" in ts or _ts(ts)[1] is None))))
 
 
 def split(records: list[tuple[int, int, dict[str, Any]]], keep_payloads: bool
@@ -145,39 +149,34 @@ def split(records: list[tuple[int, int, dict[str, Any]]], keep_payloads: bool
     """``records`` as ``(line, pos, record)`` -> (typed columns by ``COLUMNS``, the rest as given);
     ``pos`` is the record's place in its append, as the JSON way numbers it. A record is typed
     when ``typed`` says so and its ``attrs`` are plain JSON (``_attrs_text``)."""
-    cols: dict[str, list] = {c: [] for c in COLUMNS}
-    (c_line, c_pos, c_seq, c_key, c_kind, c_epoch, c_worker, c_effect, c_sink, c_sr, c_rep, c_step, c_ts, c_id,
-     c_attrs) = cols.values()
-    rest = []
+    taken, texts, rest = [], [], []
     for item in records:
-        line, pos, rec = item
+        rec = item[2]
         if type(rec) is not dict or not typed(rec, rec.get("kind")):
             rest.append(item)
             continue
-        get = rec.get
-        attrs = get("attrs")
+        attrs = rec.get("attrs")
         text = None
         if attrs is not None:
             text = _attrs_text(attrs, keep_payloads) if type(attrs) is dict else False
             if text is False:
                 rest.append(item)
                 continue
-        kind = get("kind")
-        c_line.append(line)
-        c_pos.append(pos)
-        c_seq.append(get("seq"))
-        c_key.append(get("workflow_key"))
-        c_kind.append(kind)
-        c_epoch.append(None if kind == "outcome_verified" else get("epoch"))
-        c_worker.append(get("worker") or "unknown")
-        c_effect.append(get("effect_key"))
-        c_sink.append(get("sink"))
-        c_sr.append(get("sink_result") if kind == "effect_attempted" else None)
-        c_rep.append(get("reporter"))
-        c_step.append(get("step_id"))
-        c_ts.append(get("ts"))
-        c_id.append(get("event_id"))
-        c_attrs.append(text)
+        taken.append(item)
+        texts.append(text)
+    recs = [item[2] for item in taken]
+    # a column at a time (comprehensions, not an append per field and record); the values as the
+    # fast path reads them: no epoch on outcome_verified, no sink_result but on an attempt
+    cols = {"line": [item[0] for item in taken], "pos": [item[1] for item in taken],
+            "seq": [r.get("seq") for r in recs], "workflow_key": [r["workflow_key"] for r in recs],
+            "kind": [r["kind"] for r in recs],
+            "epoch": [None if r["kind"] == "outcome_verified" else r.get("epoch") for r in recs],
+            "worker": [r.get("worker", "unknown") for r in recs], "effect_key": [r.get("effect_key") for r in recs],
+            "sink": [r.get("sink") for r in recs],
+            "sink_result": [r.get("sink_result") if r["kind"] == "effect_attempted" else None for r in recs],
+            "reporter": [r.get("reporter") for r in recs], "step_id": [r.get("step_id") for r in recs],
+            "ts": [r.get("ts") for r in recs], "event_id": [r.get("event_id") for r in recs], "attrs": texts}
+    assert tuple(cols) == COLUMNS
     return cols, rest
 
 
