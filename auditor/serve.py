@@ -69,7 +69,7 @@ class ServeConfig:
     reorder_window_millis: float = 1000.0
     max_workflow_keys: int = 100_000
     decoders: int = 0
-    persist_batch: int = 65_536
+    persist_batch: int = 131_072
     lease_by: tuple[str, ...] | None = None  # lease health's dimensions (None: tool, model, provider)
 
 
@@ -93,9 +93,12 @@ class Receiver:
                                   max_workflow_keys=config.max_workflow_keys, source_name="otlp:serve",
                                   lease_by=config.lease_by,
                                   # an item is a request (up to thousands of records): the writer
-                                  # appends big batches and runs beside the worker, not in turn
+                                  # appends big batches and runs beside the worker, not in turn.
+                                  # A store append's cost per record falls with its size (each
+                                  # stage and commit has a fixed part): 5.7 us at 25k records, 4.5
+                                  # at 65k, 3.5 at 100k; two batches in flight bound the memory.
                                   persist_batch=config.persist_batch,
-                                  max_unwritten=4 * config.persist_batch,
+                                  max_unwritten=2 * config.persist_batch,
                                   logger=logging.getLogger("auditor.otel"))
         self.records = 0
         self.refused = 0
