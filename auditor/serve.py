@@ -17,8 +17,10 @@ Decoding (gunzip, protobuf or JSON, the mapping to records, and the records' spl
 store's typed columns, ``store_typed.prepare``) runs in ``decoders`` worker processes
 (``--decoders``, default 2; 0 decodes on the event loop's thread): it is half of a request's
 Python work, and off the receiver's GIL it runs beside the audit and the store writer; two
-decode two senders' requests at once. A request the workers cannot decode (a worker died) is
-decoded in the receiver itself: never dropped.
+decode two senders' requests at once. The audit and the store both read those typed columns;
+the records themselves come pickled (``PackedRecords``) and are read only for the few that the
+split did not type. A request the workers cannot decode (a worker died) is decoded in the
+receiver itself: never dropped.
 """
 
 from __future__ import annotations

@@ -55,7 +55,9 @@ class LiveAudit(StoreWriter, ABC):
 
     A door subclass calls ``_enqueue(item)`` from application threads and provides
     ``_fast_events(item)`` (typed events, or None when the records need the checked path) and
-    ``_records_of(item)`` (canonical records, ``otel.mapping``'s shape).
+    ``_records_of(item)`` (canonical records, ``otel.mapping``'s shape); a door that splits its
+    records for the store ahead (serve's decoders) gives that split in ``_prepared_of(item)``,
+    and the audit builds its events from the split's typed columns.
 
     ``on_finding(finding)`` is called from the worker thread once per incident: for the incident's
     first finding and again only when a finding raises its severity; the other findings of an
