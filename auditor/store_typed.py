@@ -1,13 +1,14 @@
 """The store's typed append: Python records the stage query's fast path would take, handed to it
 as Arrow columns instead of JSON text (``Store.append_records``, the live doors' writer).
 
-A record qualifies only when the stage's fast path surely takes its JSON line (every member a
-canonical field named as in the contract, no null, typed values with nothing to fix, no optional
-field of SPEC sections 7 and 8) and JSON would carry its values unchanged: strings that are not
-blank and cannot be read as an object or array, integers in 64 bits, finite floats, ``attrs`` an
-object of plain JSON values. Its columns are what the fast path reads from that line; the stage
-query then computes ``ts``, ``ts_utc``, the derived ``event_id`` and the accounting from them
-exactly as for the line. Every other record goes the JSON way, through the normalizer.
+Which records qualify is one rule, ``typed``, that the live shortcut follows too
+(``otel.convert``): every member a canonical field named as in the contract, no null, typed
+values with nothing to fix, no optional field of SPEC sections 7 and 8, and values JSON carries
+unchanged (strings that are not blank and cannot be read as an object or array, integers in 64
+bits); ``split`` adds that ``attrs`` be an object of plain JSON values. Its columns are what the
+fast path reads from the record's JSON line; the stage query then computes ``ts``, ``ts_utc``,
+the derived ``event_id`` and the accounting from them exactly as for the line. Every other record
+goes the JSON way, through the normalizer, and the live audit checks it the same way.
 tests/test_store_typed.py pins the result to the careful store.
 
 ``prepare`` does the split where the records are made, ahead of the append: ``auditor serve``'s
@@ -21,14 +22,16 @@ import json
 import math
 from typing import Any, NamedTuple
 
-from .normalize import _payload_key, redact
+from .normalize import _payload_key, _ts, redact
 from .vocabulary import CORE_KINDS, EFFECT_KINDS, FIELDS, KINDS, REPORTERS, SINK_RESULTS
 
 _KINDS = frozenset(k for k in KINDS if k in CORE_KINDS)  # the stage's $kinds
 _EFFECT_KINDS = frozenset(EFFECT_KINDS)
 _SINK_RESULTS = frozenset(SINK_RESULTS)
 _REPORTERS = frozenset(REPORTERS)
-_TEXT = ("workflow_key", "worker", "effect_key", "sink", "step_id", "event_id")
+#: Strings the fast path keeps as written: not blank (DuckDB's trim removes spaces only: strip is
+#: stricter), not readable as an object or array, no NUL.
+_TEXT_FIELDS = frozenset(("workflow_key", "worker", "effect_key", "sink", "step_id", "event_id"))
 _ALLOWED = frozenset(("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",
                       "reporter", "step_id", "ts", "event_id", "attrs"))
 assert _ALLOWED - {"attrs"} <= set(FIELDS)
@@ -36,11 +39,6 @@ _MAX, _MIN = (1 << 63) - 1, -(1 << 63)
 _DEPTH = 32
 COLUMNS = ("line", "pos", "seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",
            "reporter", "step_id", "ts", "event_id", "attrs")
-
-
-def _text(v: Any) -> bool:
-    """A string the fast path keeps as written (DuckDB's trim removes spaces only: strip is stricter)."""
-    return type(v) is str and v.strip() != "" and v[0] not in "{[" and "\x00" not in v
 
 
 def _plain(v: Any, depth: int) -> int:
@@ -84,7 +82,13 @@ _ATTRS_CACHE: dict[tuple, str | None] = {}
 def _attrs_text(attrs: dict[str, Any], keep_payloads: bool) -> str | None | bool:
     """What the stage's ``auditor_attrs`` writes for this ``attrs`` object; False when the record
     must take the JSON way. Flat objects of strings (a span name, a tool call id) are cached."""
-    flat = len(attrs) <= 4 and all(type(v) is str for v in attrs.values())
+    flat = False
+    if len(attrs) <= 4:
+        try:  # join raises unless every value is a string: the test in C, per record
+            "".join(attrs.values())
+            flat = True
+        except TypeError:
+            pass
     if flat:
         key = (keep_payloads, *attrs.items())
         hit = _ATTRS_CACHE.get(key)
@@ -103,61 +107,76 @@ def _attrs_text(attrs: dict[str, Any], keep_payloads: bool) -> str | None | bool
     return text
 
 
+def typed(fields: dict[str, Any], kind: Any) -> bool:
+    """The one rule both engines' shortcuts follow: True when ``fields`` (a record's members, or a
+    span's mapped ``ownership.*`` fields) of kind ``kind`` are taken as they are, by the stage's
+    fast path (``split``'s columns) and by the live shortcut (``otel.convert``'s events) alike;
+    False sends the record the checked way, through the normalizer, in both.
+
+    Every member is a canonical field named as in the contract and given (not None, no optional
+    field of SPEC sections 7 and 8); the kind is one of the five; ``seq`` (if given) and ``epoch``
+    are integers in 64 bits (``epoch`` >= 0, or anything-free on ``outcome_verified``); the text
+    fields are strings the normalizer and JSON keep as written (``_text``); ``workflow_key`` is
+    given, and ``effect_key`` on effect kinds; ``sink_result`` and ``reporter`` are known values;
+    ``ts`` is text that the normalizer does not read as epoch seconds. ``attrs`` are carried and
+    never interpreted: only the store's columns need them plain (``split``)."""
+    if type(kind) is not str or kind not in _KINDS or not _ALLOWED.issuperset(fields) or None in fields.values():
+        return False
+    get = fields.get
+    seq, epoch = get("seq"), get("epoch")
+    if seq is not None and (type(seq) is not int or not _MIN <= seq <= _MAX):
+        return False
+    if kind != "outcome_verified":
+        if type(epoch) is not int or not 0 <= epoch <= _MAX:
+            return False
+    elif epoch is not None and (type(epoch) is not int or not _MIN <= epoch <= _MAX):
+        return False
+    for f in _TEXT_FIELDS.intersection(fields):  # _text, inlined: this runs per record
+        v = fields[f]
+        if type(v) is not str or not v.strip() or v[0] in "{[" or "\x00" in v:
+            return False
+    if "workflow_key" not in fields or (kind in _EFFECT_KINDS and "effect_key" not in fields):
+        return False
+    sink_result, reporter, ts = get("sink_result"), get("reporter"), get("ts")
+    # ("-" in ts: not a number, no need to ask the normalizer; RFC 3339 text always has one)
+    return ((sink_result is None or (type(sink_result) is str and sink_result in _SINK_RESULTS))
+            and (reporter is None or (type(reporter) is str and reporter in _REPORTERS))
+            and (ts is None or (type(ts) is str and "\x00" not in ts and ("-" in ts or _ts(ts)[1] is None))))
+
+
 def split(records: list[tuple[int, int, dict[str, Any]]], keep_payloads: bool
           ) -> tuple[dict[str, list], list[tuple[int, int, dict[str, Any]]]]:
     """``records`` as ``(line, pos, record)`` -> (typed columns by ``COLUMNS``, the rest as given);
-    ``pos`` is the record's place in its append, as the JSON way numbers it."""
-    cols: dict[str, list] = {c: [] for c in COLUMNS}
-    (c_line, c_pos, c_seq, c_key, c_kind, c_epoch, c_worker, c_effect, c_sink, c_sr, c_rep, c_step, c_ts, c_id,
-     c_attrs) = cols.values()
-    rest = []
-    allowed = _ALLOWED
+    ``pos`` is the record's place in its append, as the JSON way numbers it. A record is typed
+    when ``typed`` says so and its ``attrs`` are plain JSON (``_attrs_text``)."""
+    taken, texts, rest = [], [], []
     for item in records:
-        line, pos, rec = item
-        get = rec.get
-        kind, seq, epoch = get("kind"), get("seq"), get("epoch")
-        attrs = get("attrs")
-        ok = (type(rec) is dict and kind in _KINDS and type(kind) is str and allowed.issuperset(rec)
-              and (seq is None or (type(seq) is int and _MIN <= seq <= _MAX))
-              and (type(epoch) is int and 0 <= epoch <= _MAX if kind != "outcome_verified"
-                   else epoch is None or (type(epoch) is int and _MIN <= epoch <= _MAX))
-              and None not in rec.values())
-        if ok:
-            for f in _TEXT:
-                v = get(f)
-                if v is not None and not _text(v):
-                    ok = False
-                    break
-        if ok and get("workflow_key") is None:
-            ok = False
-        effect_key, sink_result, reporter, ts = get("effect_key"), get("sink_result"), get("reporter"), get("ts")
-        if ok and ((effect_key is None and kind in _EFFECT_KINDS)
-                   or (sink_result is not None and (type(sink_result) is not str or sink_result not in _SINK_RESULTS))
-                   or (reporter is not None and (type(reporter) is not str or reporter not in _REPORTERS))
-                   or (ts is not None and (type(ts) is not str or "\x00" in ts))):
-            ok = False
-        text = None
-        if ok and attrs is not None:
-            text = _attrs_text(attrs, keep_payloads) if type(attrs) is dict else False
-            ok = text is not False
-        if not ok:
+        rec = item[2]
+        if type(rec) is not dict or not typed(rec, rec.get("kind")):
             rest.append(item)
             continue
-        c_line.append(line)
-        c_pos.append(pos)
-        c_seq.append(seq)
-        c_key.append(get("workflow_key"))
-        c_kind.append(kind)
-        c_epoch.append(None if kind == "outcome_verified" else epoch)
-        c_worker.append(get("worker") or "unknown")
-        c_effect.append(effect_key)
-        c_sink.append(get("sink"))
-        c_sr.append(sink_result if kind == "effect_attempted" else None)
-        c_rep.append(reporter)
-        c_step.append(get("step_id"))
-        c_ts.append(ts)
-        c_id.append(get("event_id"))
-        c_attrs.append(text)
+        attrs = rec.get("attrs")
+        text = None
+        if attrs is not None:
+            text = _attrs_text(attrs, keep_payloads) if type(attrs) is dict else False
+            if text is False:
+                rest.append(item)
+                continue
+        taken.append(item)
+        texts.append(text)
+    recs = [item[2] for item in taken]
+    # a column at a time (comprehensions, not an append per field and record); the values as the
+    # fast path reads them: no epoch on outcome_verified, no sink_result but on an attempt
+    cols = {"line": [item[0] for item in taken], "pos": [item[1] for item in taken],
+            "seq": [r.get("seq") for r in recs], "workflow_key": [r["workflow_key"] for r in recs],
+            "kind": [r["kind"] for r in recs],
+            "epoch": [None if r["kind"] == "outcome_verified" else r.get("epoch") for r in recs],
+            "worker": [r.get("worker", "unknown") for r in recs], "effect_key": [r.get("effect_key") for r in recs],
+            "sink": [r.get("sink") for r in recs],
+            "sink_result": [r.get("sink_result") if r["kind"] == "effect_attempted" else None for r in recs],
+            "reporter": [r.get("reporter") for r in recs], "step_id": [r.get("step_id") for r in recs],
+            "ts": [r.get("ts") for r in recs], "event_id": [r.get("event_id") for r in recs], "attrs": texts}
+    assert tuple(cols) == COLUMNS
     return cols, rest
 
 

@@ -155,3 +155,48 @@ def test_typed_append_takes_the_records_serve_sends():
         assert len(rest) < len(records) / 2, name
     _cols, rest = split([(i, i, r) for i, r in enumerate(_edges(), 1)], False)
     assert 0 < len(rest) < len(_edges())
+
+
+_DETECTED = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result", "reporter",
+             "step_id")
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_the_live_shortcut_follows_the_stores_rule(name):
+    """One rule (``store_typed.typed``) for both engines: the live shortcut takes a record exactly
+    when the store's split types it and it has a seq; the events serve's audit builds from the
+    typed columns are the shortcut's own; and each is what the checked path makes of the record,
+    in every field the detector reads."""
+    from auditor.otel.convert import event_from_record, record_event, typed_events
+    from auditor.store_typed import typed
+
+    # a value Arrow cannot hold (a lone surrogate) sends its whole request the record way: not here
+    records = [r for r in RECORDS[name]() if prepare([r]).typed is not None]
+    _cols, rest = split([(i, i, r) for i, r in enumerate(records, 1)], False)
+    untyped = {pos for _line, pos, _rec in rest}
+    from_columns = typed_events(prepare(records), len(records))
+    for pos, rec in enumerate(records, 1):
+        shortcut = record_event(rec)
+        assert (shortcut is not None) == (typed(rec, rec.get("kind")) and rec.get("seq") is not None), rec
+        if pos not in untyped:
+            assert (shortcut is not None) == (rec.get("seq") is not None), rec
+        if from_columns[pos - 1] is not None or pos not in untyped:
+            assert from_columns[pos - 1] == shortcut, rec
+        if shortcut is not None:
+            checked = event_from_record(rec)
+            assert [getattr(shortcut, f) for f in _DETECTED] == [getattr(checked, f) for f in _DETECTED], rec
+
+
+def test_serves_events_from_columns_keep_each_records_place():
+    """A request mixing typed records with ones that take the checked way (a string epoch, no seq,
+    an optional field): the typed columns give the events at their records' places, None elsewhere."""
+    from auditor.otel.convert import record_event, typed_events
+
+    base = {"workflow_key": "k", "kind": "progress", "epoch": 1, "worker": "w", "attrs": {"otel.capped": True}}
+    records = [{**base, "seq": 1}, {**base, "seq": 2, "epoch": "1"}, {**base, "seq": 3},
+               {"workflow_key": "k2", "kind": "progress", "epoch": 1}, {**base, "seq": 5, "reason": "r"},
+               {**base, "seq": 6, "attrs": {"otel.span_name": "\"otel.capped\""}}]
+    events = typed_events(prepare(records), len(records))
+    assert [e is not None for e in events] == [True, False, True, False, False, True]
+    assert [e for e in events if e is not None] == [record_event(records[i]) for i in (0, 2, 5)]
+    assert [e.attrs for e in events if e is not None] == [{"otel.capped": True}, {"otel.capped": True}, None]

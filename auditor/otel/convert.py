@@ -10,12 +10,15 @@ record needs the checks.
 from __future__ import annotations
 
 import copy
+import itertools
+import json
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live import LiveEvent
 from ..model import Event, Kind, Reporter, SinkResult
 from ..normalize import Rejected, instant, normalize
-from ..vocabulary import CORE_KINDS, DEFAULT, EFFECT_KINDS, OPTIONAL_FIELDS, Vocabulary
+from ..store_typed import Prepared, typed
+from ..vocabulary import DEFAULT, Vocabulary
 from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
 
 if TYPE_CHECKING:
@@ -29,7 +32,6 @@ class MappingError(Rejected):
 _KINDS = {k.value: k for k in Kind}
 _SINK_RESULTS = {r.value: r for r in SinkResult}
 _REPORTERS = {r.value: r for r in Reporter}
-_NEEDS_EFFECT_KEY = frozenset(_KINDS[k] for k in EFFECT_KINDS)
 
 
 def event_from_record(rec: dict[str, Any], seq: int | None = None,
@@ -122,53 +124,71 @@ def record_event(rec: dict[str, Any]) -> LiveEvent | None:
     (what the SDK's attributes and OTLP decoding give); None when it needs the checks. ``ts`` stays
     the record's text and ``event_id`` None, as in ``span_events``."""
     attrs = rec.get("attrs")
-    return _typed_event(rec, rec.get("kind"), rec.get("ts"), bool(attrs and attrs.get("otel.capped")))
+    return _typed_event(rec, rec.get("kind"), rec.get("ts"), type(attrs) is dict and bool(attrs.get("otel.capped")))
+
+
+#: The typed columns an event is built from, in ``LiveEvent``'s order.
+_TYPED = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result", "reporter",
+          "step_id", "ts")
+
+
+def typed_events(prepared: Prepared, n: int) -> list[LiveEvent | None]:
+    """The live events of ``n`` records split ahead for the store (``store_typed.prepare``, in
+    serve's decoder processes), at the records' places: a typed record's columns are its event,
+    no dict visited (what ``record_event`` gives it). None where the record takes ``_admit``'s
+    path: the split did not type it, or it has no seq (its key is then ordered by arrival)."""
+    t = prepared.typed
+    if t is None or not t.num_rows:
+        return [None] * n
+    m = t.num_rows
+    seqs, keys, kinds, epochs, workers, effect_keys, sinks, results, reporters, steps, ts = (
+        t.column(c).to_pylist() for c in _TYPED)
+    kinds = [_KINDS[k] for k in kinds]
+    results = [None] * m if t.column("sink_result").null_count == m else [_SINK_RESULTS.get(r) for r in results]
+    reporters = [None] * m if t.column("reporter").null_count == m else [_REPORTERS.get(r) for r in reporters]
+    capped = [None] * m
+    attrs = t.column("attrs")
+    if attrs.null_count < m:
+        for i, text in enumerate(attrs.to_pylist()):  # a substring first: json only for the few
+            if text is not None and '"otel.capped"' in text and json.loads(text).get("otel.capped"):
+                capped[i] = _CAPPED
+    new, unset = _new, _UNSET
+    events = [new(LiveEvent, row + unset) for row in zip(seqs, keys, kinds, epochs, workers, effect_keys, sinks,
+                                                         results, reporters, steps, ts, itertools.repeat(None),
+                                                         capped)]
+    if t.column("seq").null_count:
+        events = [None if e.seq is None else e for e in events]
+    if m == n and prepared.rest == []:
+        return events  # every record typed, in order (pos 1..n)
+    out: list[LiveEvent | None] = [None] * n
+    for pos, e in zip(t.column("pos").to_pylist(), events):
+        out[pos - 1] = e
+    return out
 
 
 _CAPPED = {"otel.capped": True}
 _new = tuple.__new__
 _UNSET = tuple(LiveEvent._field_defaults[f] for f in LiveEvent._fields[13:])  # file, line, observed, ...
-_OPTIONAL = frozenset(OPTIONAL_FIELDS)
-_MAX = (1 << 63) - 1
-_MIN = -(1 << 63)
 
 
 def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | str | None, capped: bool) -> LiveEvent | None:
-    """``event_from_record``'s fast path over the mapped fields ``f``; None when it does not apply."""
-    kind = _KINDS.get(kind_name) if type(kind_name) is str else None
+    """``event_from_record``'s fast path over the mapped fields ``f``: the records
+    ``store_typed.typed`` takes (the store's rule, one for both engines) that have a seq; None
+    for the others (the checked path, or arrival order when seq is missing)."""
+    if not typed(f, kind_name):
+        return None
     get = f.get
-    key, s, epoch = get("workflow_key"), get("seq"), get("epoch")
-    if kind is Kind.OUTCOME_VERIFIED:
-        epoch = None  # ignored on outcome_verified, whatever it holds
-    elif type(epoch) is not int or epoch < 0 or epoch > _MAX:
+    s = get("seq")
+    if s is None:
         return None
-    if kind is None or type(key) is not str or type(s) is not int or s < _MIN or s > _MAX or not key.strip():
-        return None
-    if kind_name not in CORE_KINDS or (not _OPTIONAL.isdisjoint(f) and any(get(x) is not None for x in _OPTIONAL)):
-        return None  # sections 7 and 8 take the checked path (a field set to None is absent)
-    effect_key, worker, sink, step_id = get("effect_key"), get("worker"), get("sink"), get("step_id")
-    # A blank string is an absent field (normalize's rule): such a record takes the checked path.
-    if not ((effect_key is None or (type(effect_key) is str and effect_key.strip()))
-            and (worker is None or (type(worker) is str and worker.strip()))
-            and (sink is None or (type(sink) is str and sink.strip()))
-            and (step_id is None or (type(step_id) is str and step_id.strip()))
-            and (effect_key is not None or kind not in _NEEDS_EFFECT_KEY)):
-        return None
-    sink_result, reporter = get("sink_result"), get("reporter")
-    sr = rep = None
-    if sink_result is not None:
-        sr = _SINK_RESULTS.get(sink_result) if type(sink_result) is str else None
-        if sr is None:
-            return None
-        if kind is not Kind.EFFECT_ATTEMPTED:
-            sr = None
-    if reporter is not None:
-        rep = _REPORTERS.get(reporter) if type(reporter) is str else None
-        if rep is None:
-            return None
+    kind = _KINDS[kind_name]
+    sr, rep = get("sink_result"), get("reporter")
     # tuple.__new__ with every field: NamedTuple's generated __new__ (keyword defaults) costs twice this
-    return _new(LiveEvent, (s, key, kind, epoch, worker or "unknown", effect_key, sink, sr, rep, step_id, ts,
-                            None, _CAPPED if capped else None, *_UNSET))
+    return _new(LiveEvent, (s, get("workflow_key"), kind, None if kind is Kind.OUTCOME_VERIFIED else get("epoch"),
+                            get("worker") or "unknown", get("effect_key"), get("sink"),
+                            _SINK_RESULTS[sr] if sr is not None and kind is Kind.EFFECT_ATTEMPTED else None,
+                            None if rep is None else _REPORTERS[rep], get("step_id"), ts, None,
+                            _CAPPED if capped else None, *_UNSET))
 
 
 # Records -> events for the live detector. The batch door sends the same records through the

@@ -37,7 +37,7 @@ from ..model import Confidence, Event, Finding, Owner
 from ..rules import confidence as rule_confidence
 from ..store_typed import Prepared
 from ..vocabulary import DEFAULT, Vocabulary, vocabulary_of
-from .convert import MappingError, event_from_record, record_event
+from .convert import MappingError, event_from_record, record_event, typed_events
 from .metrics import Metrics
 from .persist import StoreWriter
 
@@ -55,7 +55,9 @@ class LiveAudit(StoreWriter, ABC):
 
     A door subclass calls ``_enqueue(item)`` from application threads and provides
     ``_fast_events(item)`` (typed events, or None when the records need the checked path) and
-    ``_records_of(item)`` (canonical records, ``otel.mapping``'s shape).
+    ``_records_of(item)`` (canonical records, ``otel.mapping``'s shape); a door that splits its
+    records for the store ahead (serve's decoders) gives that split in ``_prepared_of(item)``,
+    and the audit builds its events from the split's typed columns.
 
     ``on_finding(finding)`` is called from the worker thread once per incident: for the incident's
     first finding and again only when a finding raises its severity; the other findings of an
@@ -292,7 +294,7 @@ class LiveAudit(StoreWriter, ABC):
                 self._records.append((self._record_line + 1, records, self._prepared_of(item)))
                 self._unpersisted += len(records)
             self._record_line += len(records)
-            self._admit_all(records, now)
+            self._admit_all(records, now, self._split_events(item, len(records)))
         self._release(now, flush)
         if self.detector.spilled:
             spilled, self.detector.spilled = self.detector.spilled, []
@@ -313,21 +315,33 @@ class LiveAudit(StoreWriter, ABC):
                        self._max_queue_size)
         self._publish_counts()
 
-    def _admit_all(self, records: list[dict[str, Any]], now: float) -> None:
+    def _split_events(self, item: Any, n: int) -> list[LiveEvent | None] | None:
+        """The events of an item whose records its door split ahead for the store, else None."""
+        prepared = self._prepared_of(item) if self._typed else None
+        if prepared is None:
+            return None
+        try:
+            return typed_events(prepared, n)
+        except Exception:  # noqa: BLE001 - the records themselves are still there: the record way
+            self._once("typed", "auditor: typed columns could not be read; auditing the records", exc_info=True)
+            return None
+
+    def _admit_all(self, records: list[dict[str, Any]], now: float,
+                   events: list[LiveEvent | None] | None = None) -> None:
         """``_admit`` for each record, with its typed shortcut inlined (this loop runs per event):
-        a record ``record_event`` takes, on a key ordered by seq, goes straight to its heap."""
+        a record ``record_event`` takes (or whose event ``events`` already holds, built from the
+        store's typed columns: ``convert.typed_events``), on a key ordered by seq, goes straight
+        to its heap; the others go through ``_admit``."""
         if not self._typed:
             for rec in records:
                 self._admit(rec, now)
             return
+        if events is None:
+            events = [_typed_or_none(rec) for rec in records]
         observed, pending, counter, push = self._observed, self._pending, self._counter, heapq.heappush
-        for rec in records:
-            try:
-                event = record_event(rec)
-            except Exception:  # noqa: BLE001 - _admit says why
-                event = None
+        for i, event in enumerate(events):
             if event is None or event.workflow_key in observed:
-                self._admit(rec, now)
+                self._admit(records[i], now)
                 continue
             key = event.workflow_key
             if event.attrs is not None:  # only otel.capped: a span that lost evidence
@@ -515,3 +529,9 @@ class LiveAudit(StoreWriter, ABC):
         except Exception:  # noqa: BLE001 - even a broken logging setup must not escape
             pass
 
+
+def _typed_or_none(rec: dict[str, Any]) -> LiveEvent | None:
+    try:
+        return record_event(rec)
+    except Exception:  # noqa: BLE001 - _admit says why
+        return None
