@@ -116,12 +116,17 @@ def typed(fields: dict[str, Any], kind: Any) -> bool:
     Every member is a canonical field named as in the contract and given (not None, no optional
     field of SPEC sections 7 and 8); the kind is one of the five; ``seq`` (if given) and ``epoch``
     are integers in 64 bits (``epoch`` >= 0, or anything-free on ``outcome_verified``); the text
-    fields are strings the normalizer and JSON keep as written (``_text``); ``workflow_key`` is
-    given, and ``effect_key`` on effect kinds; ``sink_result`` and ``reporter`` are known values;
+    fields are strings the normalizer and JSON keep as written (not blank, no NUL, not opening an
+    object or array); ``workflow_key`` is given, and ``effect_key`` on effect kinds;
+    ``sink_result`` and ``reporter`` are known values;
     ``ts`` is text that the normalizer does not read as epoch seconds. ``attrs`` are carried and
     never interpreted: only the store's columns need them plain (``split``)."""
-    if type(kind) is not str or kind not in _KINDS or not _ALLOWED.issuperset(fields) or None in fields.values():
+    if type(kind) is not str or kind not in _KINDS or not _ALLOWED.issuperset(fields):
         return False
+    for name, v in fields.items():  # one pass, as this runs per record: nothing None, text as written
+        if v is None or (name in _TEXT_FIELDS and (type(v) is not str or not v or v.isspace() or v[0] in "{["
+                                                   or "\x00" in v)):
+            return False
     get = fields.get
     seq, epoch = get("seq"), get("epoch")
     if seq is not None and (type(seq) is not int or not _MIN <= seq <= _MAX):
@@ -131,10 +136,6 @@ def typed(fields: dict[str, Any], kind: Any) -> bool:
             return False
     elif epoch is not None and (type(epoch) is not int or not _MIN <= epoch <= _MAX):
         return False
-    for f in _TEXT_FIELDS.intersection(fields):  # _text, inlined: this runs per record
-        v = fields[f]
-        if type(v) is not str or not v.strip() or v[0] in "{[" or "\x00" in v:
-            return False
     if "workflow_key" not in fields or (kind in _EFFECT_KINDS and "effect_key" not in fields):
         return False
     sink_result, reporter, ts = get("sink_result"), get("reporter"), get("ts")

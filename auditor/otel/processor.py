@@ -62,8 +62,12 @@ class AuditSpanProcessor(LiveAudit, SpanProcessor):
     # The worker's side.
 
     def _fast_events(self, span: Any):
-        self._check_capped(span)
-        return span_events(span)
+        events = span_events(span)
+        # A capped span's events carry the capped mark; none left (the cap took them all) or the
+        # checked way (None): look at the span itself. Uncapped spans skip the lookups.
+        if not events or events[-1].attrs is not None:
+            self._check_capped(span)
+        return events
 
     def _records_of(self, span: Any):
         if self._db is not None:  # with a store the fast path is skipped: check here instead
