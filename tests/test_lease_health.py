@@ -21,7 +21,7 @@ from .conftest import FIXTURES, run_cli, vocabulary_of, write_jsonl
 SEED000 = FIXTURES / "lease_timing_35s_vs_90s.jsonl"
 W1W2 = FIXTURES / "w1_w2_pause_expired_lease.jsonl"
 BOUNDARY = FIXTURES / "lease_boundary_early_reclaim.jsonl"
-JOB_LOG = FIXTURES / "job_log_seed000.jsonl"
+JOB_LOG = FIXTURES / "job_log_mapped_vocabulary.jsonl"
 ADVICE_RISK = ("lengthen the lease above R*H+J (seed 000: heartbeats every 30 s, one miss tolerated, 20 s of "
                "jitter: 90 s is a sensible buffer), or heartbeat more often, or make the heartbeat path steadier")
 ADVICE_LATE = "extend earlier: with at least one heartbeat interval and a retry's reserve left"

@@ -136,7 +136,7 @@ def test_event_id_conflict_keeps_both_and_says_where():
 
 
 def test_unmapped_job_log_names_map_then_map_reads_it():
-    log = FIXTURES / "job_log_seed000.jsonl"
+    log = FIXTURES / "job_log_mapped_vocabulary.jsonl"
     unmapped = Store()
     from auditor import ingest_paths
 
@@ -149,7 +149,7 @@ def test_unmapped_job_log_names_map_then_map_reads_it():
                        '([kinds] result_committed = "effect_committed")',
                        '"kind" is "job_done", not a kind the auditor knows; map it with --map FILE '
                        '([kinds] job_done = "progress")'}
-    done = run_cli("audit", str(log), "--map", str(FIXTURES / "job_log_seed000.map.toml"))
+    done = run_cli("audit", str(log), "--map", str(FIXTURES / "job_log_mapped_vocabulary.map.toml"))
     assert done.returncode == 1, done.stderr
     assert b"14 lines read = 14 events + 0 duplicates + 0 quarantined" in done.stdout
 

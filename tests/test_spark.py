@@ -204,14 +204,14 @@ def test_the_command_line_with_every_reporting_option_writes_what_duckdb_writes(
 
     from auditor.cli import app
 
-    logs = [str(FIXTURES / name) for name in ("seed_split_brain.jsonl", "job_log_seed000.jsonl",
+    logs = [str(FIXTURES / name) for name in ("seed_split_brain.jsonl", "job_log_mapped_vocabulary.jsonl",
                                               "event_id_conflict.jsonl")]
     written = {}
     for engine in ("duckdb", "spark"):
         out = tmp_path / engine
         out.mkdir()
         done = CliRunner().invoke(app, [
-            "audit", *logs, "--engine", engine, "--map", str(FIXTURES / "job_log_seed000.map.toml"),
+            "audit", *logs, "--engine", engine, "--map", str(FIXTURES / "job_log_mapped_vocabulary.map.toml"),
             "--key", "ledger/*", "--key", "8f1b*", "--since", "2", "--allow-quarantined", "1",
             "--json", str(out / "doc.json"), "--html", str(out / "report.html"),
             "--junit", str(out / "junit.xml"), "--markdown", str(out / "summary.md")])
