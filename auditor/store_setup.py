@@ -38,7 +38,7 @@ def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
 
     if len(lines) < 1024:  # a small log: spare the cold start the import of pyarrow.compute
         return strings([None if line is None else attrs_udf(line, keep)
-                             for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
+                        for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
     import pyarrow.compute as pc
 
     keeps = pc.unique(keep_payloads).to_pylist()
@@ -56,7 +56,7 @@ def normalize_udf(box: list[Vocabulary]):
     def normalize_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
         vocabulary = box[0]
         return strings([None if line is None else normalize_line(line, vocabulary, bool(keep))
-                             for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
+                        for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
     return normalize_batch
 
 

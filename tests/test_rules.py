@@ -119,3 +119,19 @@ def test_rule(engine, specs, expected, tmp_path):
 def test_engines_agree_field_by_field(specs, tmp_path):
     batch = findings("batch", specs, tmp_path)
     assert [f.to_dict() for f in findings("live", specs, tmp_path)] == [f.to_dict() for f in batch]
+
+
+@pytest.mark.parametrize("key, grade, position, displaced", [
+    ("ledger/export/2026-07-26", "stale_commit", 8, 17),
+    ("k", "double_commit", None, None),
+    ("tenant-β/ünïcode", "rejected_attempt", -3, 0),
+])
+def test_finding_and_incident_ids_are_stable_ids(key, grade, position, displaced):
+    """finding_id and incident_id write stable_id's text out for speed: they must stay the same
+    ids, or a rerun, the live detector and older documents would name findings differently."""
+    from auditor.model import Grade
+    from auditor.rules import finding_id, incident_id, stable_id
+
+    assert finding_id(key, Grade(grade), position) == stable_id("f-", key, grade, position)
+    assert incident_id(key, displaced) == stable_id("i-", key, displaced)
+    assert finding_id("ledger/export/2026-07-26", Grade.STALE_COMMIT, 8) == "f-e92bb6ea709bd1e2"
