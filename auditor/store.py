@@ -49,6 +49,11 @@ SQL = statements("store.sql")
 #: seconds, into the terminal summary and into ``--json -``. A local setting, so per cursor too.
 QUIET = "SET enable_progress_bar = false"
 STAGE_BATCH_ROWS = 16_384
+#: Staged rows appended to the events table in one INSERT. Each INSERT into the compressed table
+#: finishes its row groups (122,880 rows) alone and on one core: a 32 MB chunk (about 140,000
+#: events) a time, appending took as long as 60 % of the stage (bench/RESULTS.md); four row groups
+#: at a time take half of that, for about 200 MB more held during the ingest.
+APPEND_ROWS = 4 * 122_880
 #: DuckDB's share of memory; the audit's Python side (findings, incidents) comes on top.
 MEMORY_LIMIT = os.environ.get("AUDITOR_MEMORY_LIMIT", "800MB")
 
@@ -315,6 +320,7 @@ class Store:
             # a register()ed object, or rows of a scratch table, would be kept alive until the
             # transaction ends, that is the whole file in memory.
             typed_chunk = typed if typed is not None else _no_typed()
+            held: list["pa.Table"] = []  # staged chunks not yet appended (see APPEND_ROWS)
             for raw_chunk in _at_least_one(chunks):
                 # DuckDB scans one arrow batch per thread: smaller batches let every core work.
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS),
@@ -325,9 +331,12 @@ class Store:
                 ((read, good, bad),) = con.execute(SQL["staged_counts"]).fetchall()
                 lines_read, normalized, quarantined = lines_read + read, normalized + good, quarantined + bad
                 con.execute(SQL["quarantine_staged"])
-                con.execute(SQL["append_staged"])
+                held.append(staging)
                 del raw_chunk, staging
+                if sum(t.num_rows for t in held) >= APPEND_ROWS:
+                    self._append(held)
                 typed_chunk = _no_typed()
+            self._append(held)
             con.execute(SQL["drop_duplicates"], [source_id])
             (after,) = con.execute("SELECT count(*) FROM events").fetchone()
             added = after - before
@@ -336,6 +345,15 @@ class Store:
                 [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
             con.execute(SQL["observed_order"])
         return SourceCounts(name, lines_read, added, normalized - added, quarantined)
+
+    def _append(self, held: list["pa.Table"]) -> None:
+        """Append the staged chunks ``held`` in one INSERT, and empty it."""
+        import pyarrow as pa
+
+        if held:
+            staging = pa.concat_tables(held)  # noqa: F841 - read by name in append_staged
+            held.clear()
+            self.con.execute(SQL["append_staged"])
 
     def ingest_many(self, items: list[tuple[str, str, list["pa.Table"], str | None]]) -> list[SourceCounts]:
         """Normalize and append many small sources ``(name, fmt, chunks, digest)`` in one transaction.

@@ -5,6 +5,7 @@ a DuckDB file and never an input. Split from ``store.py``, which holds the store
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -31,13 +32,25 @@ def attrs_udf(line: str, keep_payloads: bool) -> str | None:
     return json.dumps(attrs, sort_keys=True, ensure_ascii=False, default=str)
 
 
+#: attrs_udf of values seen before. A log repeats a few attrs (the 2M-event benchmark log has 11
+#: distinct ones), and DuckDB hands the function the rows of a CASE branch: vectors of a few
+#: hundred rows each, a thousand calls per million lines, each decoding the same few values anew.
+_ATTRS_SEEN = functools.lru_cache(maxsize=8192)(attrs_udf)
+#: Longer values are decoded each time: they are rarely repeated, and the cache holds them whole.
+_ATTRS_SEEN_BYTES = 512
+
+
+def _attrs(line: str, keep_payloads: bool) -> str | None:
+    return _ATTRS_SEEN(line, keep_payloads) if len(line) <= _ATTRS_SEEN_BYTES else attrs_udf(line, keep_payloads)
+
+
 def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
     """``attrs_udf`` over one vector of values, each distinct value decoded once: the same few
     attrs repeat across a log, and arrow matches them up without a Python step per line."""
     import pyarrow as pa
 
     if len(lines) < 1024:  # a small log: spare the cold start the import of pyarrow.compute
-        return strings([None if line is None else attrs_udf(line, keep)
+        return strings([None if line is None else _attrs(line, bool(keep))
                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
     import pyarrow.compute as pc
 
@@ -46,7 +59,7 @@ def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
         return pa.array([None if line is None else attrs_udf(line, keep)
                          for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
     distinct = pc.unique(lines)
-    attrs = pa.array([None if line is None else attrs_udf(line, keeps[0]) for line in distinct.to_pylist()],
+    attrs = pa.array([None if line is None else _attrs(line, bool(keeps[0])) for line in distinct.to_pylist()],
                      pa.string())
     return pc.take(attrs, pc.index_in(lines, value_set=distinct))
 

@@ -142,3 +142,39 @@ def test_payloads_are_hashed_not_stored(tmp_path):
     assert "TOP SECRET" not in dump and "4111" not in dump
     kept = audit([path], keep_payloads=True)
     assert kept.timeline("k")[0].attrs["prompt"] == "TOP SECRET PROMPT"
+
+
+def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch):
+    """A big file is staged in chunks and appended a few chunks at a time (store.APPEND_ROWS):
+    how the chunks are grouped changes nothing, duplicates across chunks and bad lines included."""
+    import functools
+    import io
+
+    import auditor.ingest as ingest
+    import auditor.store as store
+    from auditor.render.json import write_json
+
+    lines = []
+    for path in sorted(FIXTURES.glob("*.jsonl")):
+        if not path.name.startswith("otlp_"):
+            lines += path.read_text().splitlines()
+    lines += ["{not json", '{"seq": "x"}', lines[3]]  # two quarantined lines and a duplicate
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(lines * 40) + "\n")
+    assert path.stat().st_size > ingest.SMALL_FILE  # read as one big source, in chunks
+
+    def document() -> tuple[str, tuple[int, int, int, int]]:
+        with audit([path]) as r:
+            out = io.StringIO()
+            write_json(r, out)
+            return out.getvalue(), (r.input.lines_read, r.input.events, r.input.duplicates, r.input.quarantined)
+
+    whole = document()
+    monkeypatch.setattr(ingest, "jsonl_chunks", functools.partial(ingest.jsonl_chunks, chunk_bytes=64 << 10))
+    monkeypatch.setattr(store, "APPEND_ROWS", 700)
+    apart = document()
+    read, events, duplicates, quarantined = whole[1]
+    assert apart[1] == whole[1]
+    assert read == len(lines) * 40 == events + duplicates + quarantined
+    assert quarantined % 40 == 0 and quarantined >= 80 and duplicates >= 39 * (len(lines) - quarantined // 40)
+    assert apart[0] == whole[0]
