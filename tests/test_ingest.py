@@ -178,3 +178,61 @@ def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch)
     assert read == len(lines) * 40 == events + duplicates + quarantined
     assert quarantined % 40 == 0 and quarantined >= 80 and duplicates >= 39 * (len(lines) - quarantined // 40)
     assert apart[0] == whole[0]
+
+
+def test_read_ahead_hands_over_every_chunk_then_the_error_then_stops():
+    """A big file's chunks are read in a thread (jsonl.read_ahead): every chunk in order, an
+    error where the chunk would have been, and a caller stopping early closes the reader."""
+    import threading
+
+    from auditor.ingest.jsonl import read_ahead
+
+    assert list(read_ahead(iter(range(5)))) == [0, 1, 2, 3, 4]
+
+    def failing():
+        yield "a"
+        yield "b"
+        raise ValueError("the stream is damaged at line 3")
+
+    got = []
+    with pytest.raises(ValueError, match="line 3"):
+        for chunk in read_ahead(failing()):
+            got.append(chunk)
+    assert got == ["a", "b"]
+
+    closed = threading.Event()
+
+    def endless():
+        try:
+            n = 0
+            while True:
+                n += 1
+                yield n
+        finally:
+            closed.set()
+
+    chunks = read_ahead(endless())
+    assert [next(chunks), next(chunks)] == [1, 2]
+    chunks.close()  # what a failed ingest does to the generator it was reading
+    assert closed.wait(5)
+    assert not any(t.name == "auditor-read-ahead" for t in threading.enumerate())
+
+
+def test_a_big_gzip_cut_short_keeps_the_lines_before_the_cut(tmp_path):
+    import random
+
+    rng = random.Random(7)  # random tokens: the file must stay over a megabyte compressed
+    n = 100_000
+    body = "".join(json.dumps({"seq": i, "workflow_key": f"k-{i % 97}", "kind": "progress", "epoch": 1,
+                               "worker": "w", "step_id": rng.randbytes(12).hex()}) + "\n"
+                   for i in range(1, n + 1)).encode()
+    packed = gzip.compress(body)
+    path = tmp_path / "big.jsonl.gz"
+    path.write_bytes(packed[: len(packed) * 3 // 4])
+    assert path.stat().st_size > 1 << 20  # read in chunks, ahead of the store
+    with audit([path]) as r:
+        assert r.input.quarantined == 1
+        assert r.input.lines_read == r.input.events + 1
+        assert n // 2 < r.input.events < n
+        assert "cut short" in r.input.quarantine[0].reason
+        assert r.input.quarantine[0].line == r.input.events + 1

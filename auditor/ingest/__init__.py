@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import InputError, StoreError
 from ..store import SourceCounts, Store
 from .compression import DamagedStream, compression_of, open_bytes
-from .jsonl import CHUNK_BYTES, damage_table, jsonl_chunks
+from .jsonl import CHUNK_BYTES, damage_table, jsonl_chunks, read_ahead
 from .readers import _ReadCarefully, careful_csv_chunks, duckdb_chunks
 from .sources import Progress, _COMPRESSED, _SUFFIXES, Source, digest_of, discover
 
@@ -144,6 +144,8 @@ def _open_source(store: Store, source: Source, fmt: str, progress: Progress | No
     digest = digest_of(source.path) if idempotent and not source.spooled else None
     if fmt == "jsonl":
         chunks = jsonl_chunks(source, progress)
+        if source.spooled or source.size > SMALL_FILE:  # a small file is read whole: no thread
+            chunks = read_ahead(chunks)
     elif fmt in ("csv", "parquet"):
         chunks = duckdb_chunks(store, source, fmt, progress)
     elif fmt == "otlp":

@@ -81,6 +81,60 @@ def jsonl_chunks(source: Source, progress: Progress | None = None,
                 progress(0)
 
 
+def read_ahead(chunks: Iterator["pa.Table"]) -> Iterator["pa.Table"]:
+    """``chunks``, the next one read in a thread while the caller works on the current one.
+
+    Reading a chunk (the file, gzip or zstd, numpy's newlines) runs while DuckDB stages and
+    appends the one before: those hold a core each only part of the time (binding the stage,
+    finishing row groups). An error reading comes out where the chunk would have; when the
+    caller stops early, the reader stops after the chunk it is on and closes the file.
+    """
+    import queue
+    import threading
+
+    done = object()
+    ready: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ready.put((chunk, None), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ready.put((done, None))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller, raised there
+            ready.put((done, e))
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    reader = threading.Thread(target=read, name="auditor-read-ahead", daemon=True)
+    reader.start()
+    try:
+        while True:
+            chunk, error = ready.get()
+            if error is not None:
+                raise error
+            if chunk is done:
+                return
+            yield chunk
+    finally:
+        stop.set()
+        while reader.is_alive():  # let a reader blocked on a full queue see the stop
+            try:
+                ready.get_nowait()
+            except queue.Empty:
+                pass
+            reader.join(0.05)
+
+
 #: A line at least this long is staged on its own (see jsonl_chunks).
 BIG_LINE = 1 << 20
 
