@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from .arrow import strings
 from .detect import Detection
 from .detect.timeline import takeovers
-from .model import GRADE_RANK, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner
+from .model import (GRADE_RANK, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner,
+                    build_finding)
 from .result import COUNTS, AuditResult, WorkflowSummary, WorkflowTable
 from .rules import RESPONSES, TWICE, authority_incident_id, confidence, displaced_epoch, incident_id
 
@@ -148,7 +149,7 @@ def _with_incident(f: Finding, iid: str) -> Finding:
         return f
     values = {name: getattr(f, name) for name in f.__slots__}
     values["incident_id"] = iid
-    return Finding(**values)
+    return build_finding(**values)
 
 
 def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str, key: str,

@@ -117,6 +117,34 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__slots__}
 
 
+def builder(cls: type) -> Any:
+    """A constructor of the frozen slots dataclass ``cls`` taking its fields in order (the
+    defaulted ones may be left out): the same object as ``cls(...)`` in half the time. A frozen
+    dataclass's ``__init__`` sets each field through ``object.__setattr__``; this one calls the
+    slots' own setters. For the detector, which builds half a million findings at ten million
+    events; a test pins it to ``cls``.
+    """
+    import dataclasses
+
+    fields = dataclasses.fields(cls)
+    if any(f.default_factory is not dataclasses.MISSING or f.init is False for f in fields):
+        raise TypeError(f"{cls.__name__}: builder() takes fields with plain defaults only")
+    names = [f.name for f in fields]
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    params = []
+    for f in fields:
+        scope[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
+        if f.default is dataclasses.MISSING:
+            params.append(f.name)
+        else:
+            scope[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+    body = "".join(f"    _set_{n}(self, {n})\n" for n in names)
+    code = f"def build({', '.join(params)}):\n    self = _new(_cls)\n{body}    return self\n"
+    exec(compile(code, f"<builder of {cls.__name__}>", "exec"), scope)  # noqa: S102 - our own fields' names
+    return scope["build"]
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One canonical event (SPEC section 2), as stored after normalization.
@@ -228,6 +256,10 @@ class Finding:
         d["epochs"] = list(self.epochs)
         d["reasons"] = list(self.reasons)
         return d
+
+
+#: ``Finding(...)`` with the fields in order, in half the time (see ``builder``).
+build_finding = builder(Finding)
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,3 +135,40 @@ def test_finding_and_incident_ids_are_stable_ids(key, grade, position, displaced
     assert finding_id(key, Grade(grade), position) == stable_id("f-", key, grade, position)
     assert incident_id(key, displaced) == stable_id("i-", key, displaced)
     assert finding_id("ledger/export/2026-07-26", Grade.STALE_COMMIT, 8) == "f-e92bb6ea709bd1e2"
+
+
+def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
+    """detect builds findings with model.build_finding (the slots' setters, not a frozen
+    __init__): every finding of the fixtures comes out equal, field for field, and defaults apply."""
+    import dataclasses
+
+    from auditor.model import Finding, Grade, Kind, build_finding, builder
+
+    from .conftest import FIXTURES
+
+    seen = 0
+    for path in sorted(FIXTURES.glob("*.jsonl")):
+        if path.name.startswith("job_log_mapped"):
+            continue  # read with its --map only
+        with audit([path]) as r:
+            for f in r.findings:
+                values = {name: getattr(f, name) for name in f.__slots__}
+                built = build_finding(**values)
+                assert built == f and hash(built) == hash(f) and repr(built) == repr(f)
+                assert build_finding(*values.values()) == f
+                seen += 1
+    assert seen > 50
+    short = build_finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3)
+    assert short == Finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3)
+    assert (short.epochs, short.reasons, short.incident_id, short.line) == ((), (), "", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        short.epoch = 3  # still frozen
+    with pytest.raises(TypeError):
+        build_finding("f-1")  # the required fields are required
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Listed:
+        items: list = dataclasses.field(default_factory=list)
+
+    with pytest.raises(TypeError, match="plain defaults"):
+        builder(Listed)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import duckdb
 
-from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome
+from ..model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, build_finding
 from ..rules import (attempt_grade, diagnostic_id, diagnostic_order, displaced_epoch, finding_id,
                      finding_order, incident_id)
 from ..sql import statements
@@ -178,12 +178,10 @@ def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]
         fid = finding_id(k, g, s)
         # Findings carry their incident id from the start, as the live detector fills it in:
         # explain then keeps the finding instead of copying it.
-        findings.append(Finding(
-            id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
-            worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
-            effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
-            outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
-            incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
+        findings.append(build_finding(  # Finding's fields in order
+            fid, g, k, seq, s, _KINDS[kind], epoch, worker, cur_epoch, cur_worker, t_seq, effect_key,
+            step_id, sink, reporter, ts, resolved, receipt, epochs, bool(unstable),
+            incident_id(k, displaced_epoch(g, epoch, epochs)), file, line))
         finding_ts[fid] = None if ts_utc is None else _EPOCH + timedelta(microseconds=ts_utc)
         if attrs and '"otel.capped": true' in attrs:
             capped.add(fid)
