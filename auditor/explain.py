@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from .arrow import strings
 from .detect import Detection
 from .detect.timeline import takeovers
-from .model import (GRADE_RANK, Confidence, EffectOutcome, EventRef, Finding, Grade, Incident, Kind, Outcome, Owner,
-                    build_finding)
+from .model import (GRADE_RANK, Confidence, Finding, Grade, Incident, Kind, Outcome, Owner,
+                    build_effect, build_event_ref, build_finding, build_incident, build_owner)
 from .result import COUNTS, AuditResult, WorkflowSummary, WorkflowTable
 from .rules import RESPONSES, TWICE, authority_incident_id, confidence, displaced_epoch, incident_id
 
@@ -158,19 +158,19 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     stale = [f for f in fs if f.grade not in TWICE]
     transition_seq = next((f.transition_seq for f in fs if f.transition_seq is not None), None)
     last = fs[-1]
-    current = Owner(last.current_worker, last.current_epoch)
+    current = build_owner(last.current_worker, last.current_epoch)
     transition = None
     if transition_seq is not None:
         t_epoch = acquired_at.get((key, transition_seq))
         if t_epoch is not None:
-            transition = Owner(det.acquirers.get((key, t_epoch)), t_epoch)
+            transition = build_owner(det.acquirers.get((key, t_epoch)), t_epoch)
     displaced_worker = det.acquirers.get((key, epoch)) or next(
         (f.worker for f in fs if f.epoch == epoch), None)
 
     window = stale or fs
     first, last_f = window[0], window[-1]
-    first_ref = EventRef(first.seq, first.ts, first.kind, first.file, first.line)
-    last_ref = first_ref if last_f is first else EventRef(last_f.seq, last_f.ts, last_f.kind, last_f.file,
+    first_ref = build_event_ref(first.seq, first.ts, first.kind, first.file, first.line)
+    last_ref = first_ref if last_f is first else build_event_ref(last_f.seq, last_f.ts, last_f.kind, last_f.file,
                                                            last_f.line)
     window_seconds = None
     t_ts = det.transition_ts.get((key, transition_seq)) if transition_seq is not None else None
@@ -188,7 +188,7 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
         last_seq = max(f.position for f in of_key)
         verified_seq = det.verifications.get((key, ek))
         verified = verified_seq is not None and verified_seq > last_seq
-        effects.append(EffectOutcome(ek, outcome, verified, verified_seq if verified else None))
+        effects.append(build_effect(ek, outcome, verified, verified_seq if verified else None))
     sink = _sink_outcome(e.sink_outcome for e in effects) if effects else None
     verification = ("n/a" if not effects else
                     "verified" if all(e.verified for e in effects) else "unverified")
@@ -198,9 +198,9 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     grades: dict[str, int] = {}
     for f in fs:
         grades[_VALUE[f.grade]] = grades.get(_VALUE[f.grade], 0) + 1
-    return Incident(
+    return build_incident(
         id=iid, workflow_key=key, severity=severity,
-        displaced=Owner(displaced_worker, epoch), current=current,
+        displaced=build_owner(displaced_worker, epoch), current=current,
         transition_seq=transition_seq,
         first_stale=first_ref if stale else None, last_stale=last_ref if stale else None,
         window_first_seq=first.position, window_last_seq=last_f.position,

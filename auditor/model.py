@@ -127,20 +127,24 @@ def builder(cls: type) -> Any:
     import dataclasses
 
     fields = dataclasses.fields(cls)
-    if any(f.default_factory is not dataclasses.MISSING or f.init is False for f in fields):
-        raise TypeError(f"{cls.__name__}: builder() takes fields with plain defaults only")
-    names = [f.name for f in fields]
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    params = []
+    if any(f.init is False for f in fields) or "__post_init__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: builder() takes dataclasses that __init__ only assigns")
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_unset": object()}
+    params, body = [], []
     for f in fields:
         scope[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
+        if f.default_factory is not dataclasses.MISSING:
+            scope[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_unset")
+            body.append(f"    _set_{f.name}(self, _factory_{f.name}() if {f.name} is _unset else {f.name})\n")
+            continue
         if f.default is dataclasses.MISSING:
             params.append(f.name)
         else:
             scope[f"_default_{f.name}"] = f.default
             params.append(f"{f.name}=_default_{f.name}")
-    body = "".join(f"    _set_{n}(self, {n})\n" for n in names)
-    code = f"def build({', '.join(params)}):\n    self = _new(_cls)\n{body}    return self\n"
+        body.append(f"    _set_{f.name}(self, {f.name})\n")
+    code = f"def build({', '.join(params)}):\n    self = _new(_cls)\n{''.join(body)}    return self\n"
     exec(compile(code, f"<builder of {cls.__name__}>", "exec"), scope)  # noqa: S102 - our own fields' names
     return scope["build"]
 
@@ -350,3 +354,8 @@ class Incident:
         d["finding_ids"] = list(self.finding_ids)
         d["responses"] = list(self.responses)
         return d
+
+
+#: The explain stage's objects, one incident at a time (48,000 at two million events).
+build_incident, build_owner, build_event_ref, build_effect = (
+    builder(Incident), builder(Owner), builder(EventRef), builder(EffectOutcome))

@@ -142,7 +142,8 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
     __init__): every finding of the fixtures comes out equal, field for field, and defaults apply."""
     import dataclasses
 
-    from auditor.model import Finding, Grade, Kind, build_finding, builder
+    from auditor.model import (Finding, Grade, Incident, Kind, build_effect, build_event_ref, build_finding,
+                               build_incident, build_owner, builder)
 
     from .conftest import FIXTURES
 
@@ -157,6 +158,15 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
                 assert built == f and hash(built) == hash(f) and repr(built) == repr(f)
                 assert build_finding(*values.values()) == f
                 seen += 1
+            for i in r.incidents:
+                values = {name: getattr(i, name) for name in i.__slots__}
+                assert build_incident(**values) == i and repr(build_incident(*values.values())) == repr(i)
+                assert build_owner(i.current.worker, i.current.epoch) == i.current
+                for e in i.effects:
+                    assert build_effect(e.effect_key, e.sink_outcome, e.verified, e.verified_seq) == e
+                if i.first_stale is not None:
+                    s = i.first_stale
+                    assert build_event_ref(s.seq, s.ts, s.kind, s.file, s.line) == s
     assert seen > 50
     short = build_finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3)
     assert short == Finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3)
@@ -166,9 +176,14 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
     with pytest.raises(TypeError):
         build_finding("f-1")  # the required fields are required
 
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Listed:
-        items: list = dataclasses.field(default_factory=list)
+    assert build_incident(*(getattr(i, n) for n in Incident.__slots__[:20])).finding_ids == ()  # default_factory
 
-    with pytest.raises(TypeError, match="plain defaults"):
-        builder(Listed)
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        n: int
+
+        def __post_init__(self):
+            raise ValueError
+
+    with pytest.raises(TypeError, match="only assigns"):
+        builder(Checked)
