@@ -236,3 +236,37 @@ def test_a_big_gzip_cut_short_keeps_the_lines_before_the_cut(tmp_path):
         assert n // 2 < r.input.events < n
         assert "cut short" in r.input.quarantine[0].reason
         assert r.input.quarantine[0].line == r.input.events + 1
+
+
+def test_a_store_that_fails_mid_file_stops_the_reader_at_once(tmp_path, monkeypatch):
+    """When the store fails after some chunks, read_source closes the chunks it was reading:
+    the read-ahead thread ends and the file is closed before the error reaches the caller."""
+    import functools
+    import threading
+
+    import auditor.ingest as ingest
+    import auditor.store as store
+    from auditor.errors import StoreError
+    from auditor.ingest.sources import discover
+
+    lines = SEED.read_text().splitlines()
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(lines * 6000) + "\n")
+    monkeypatch.setattr(ingest, "jsonl_chunks", functools.partial(ingest.jsonl_chunks, chunk_bytes=64 << 10))
+    monkeypatch.setattr(store, "APPEND_ROWS", 1)
+    appended = []
+
+    def failing_append(self, held):
+        appended.append(len(held))
+        if len(appended) == 3:
+            raise StoreError("the disk is full")
+        held.clear()
+
+    monkeypatch.setattr(store.Store, "_append", failing_append)
+    with store.Store(None) as s, pytest.raises(StoreError, match="disk is full") as caught:
+        ingest.read_source(s, discover([path])[0])
+    assert len(appended) == 3
+    # caught holds the traceback, and so the frames that hold the chunks: the reader is stopped
+    # by read_source itself, not by the garbage collector some time later
+    assert caught.tb is not None
+    assert not any(t.name == "auditor-read-ahead" for t in threading.enumerate())

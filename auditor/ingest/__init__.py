@@ -121,6 +121,8 @@ def read_source(store: Store, source: Source, fmt: str = "auto",
             return store.ingest(source.name, fmt, careful_csv_chunks(store, source, progress), digest)
         except DamagedStream as e:
             raise _damaged(source, e) from e
+        finally:  # a store that stopped early: the reader (read_ahead's thread) stops and closes the file now
+            getattr(chunks, "close", lambda: None)()
     finally:
         if source.spooled:
             source.path.unlink(missing_ok=True)
