@@ -162,7 +162,9 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
     ``vocabulary`` maps a team's own kind and field names onto the contract: a ``Vocabulary`` or
     the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used). ``by`` and
     ``heartbeat_misses`` are lease health's ``--by`` and ``--heartbeat-misses`` (see ``analyze``).
-    Blocking; returns an ``AuditResult`` whose store stays open for ``events_frame()`` and
+    ``progress`` is called with the number of input bytes just read; for a file over a megabyte,
+    from the thread that reads it ahead of the store, so it must be safe to call from another
+    thread (a ``rich`` progress bar's ``advance`` is). Blocking; returns an ``AuditResult`` whose store stays open for ``events_frame()`` and
     ``timeline()`` until ``close()``; use it as ``with audit(...) as result:`` to close it.
     Raises an ``AuditorError`` when the audit cannot run: ``NoEvents``, ``InputError``
     (``LimitExceeded`` for an input past ``limits``), ``StoreError``.

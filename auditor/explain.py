@@ -170,8 +170,8 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     window = stale or fs
     first, last_f = window[0], window[-1]
     first_ref = build_event_ref(first.seq, first.ts, first.kind, first.file, first.line)
-    last_ref = first_ref if last_f is first else build_event_ref(last_f.seq, last_f.ts, last_f.kind, last_f.file,
-                                                           last_f.line)
+    last_ref = first_ref if last_f is first else build_event_ref(last_f.seq, last_f.ts, last_f.kind,
+                                                                 last_f.file, last_f.line)
     window_seconds = None
     t_ts = det.transition_ts.get((key, transition_seq)) if transition_seq is not None else None
     last_ts = det.finding_ts.get(last_f.id)

@@ -127,7 +127,7 @@ def builder(cls: type) -> Any:
     import dataclasses
 
     fields = dataclasses.fields(cls)
-    if any(f.init is False for f in fields) or "__post_init__" in cls.__dict__:
+    if any(f.init is False or f.kw_only for f in fields) or hasattr(cls, "__post_init__"):
         raise TypeError(f"{cls.__name__}: builder() takes dataclasses that __init__ only assigns")
     scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_unset": object()}
     params, body = [], []

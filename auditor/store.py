@@ -36,7 +36,7 @@ from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact
 from .vocabulary import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KINDS,
                          OPTIONAL_FIELDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of)
 from .sql import statements
-from .store_setup import VOCABULARY_BOXES, attrs_batch, normalize_udf, refuse_foreign, register
+from .store_setup import VOCABULARY_BOXES, attrs_batch, forget_attrs, normalize_udf, refuse_foreign, register
 
 if TYPE_CHECKING:
     import polars as pl
@@ -56,6 +56,18 @@ STAGE_BATCH_ROWS = 16_384
 APPEND_ROWS = 4 * 122_880
 #: DuckDB's share of memory; the audit's Python side (findings, incidents) comes on top.
 MEMORY_LIMIT = os.environ.get("AUDITOR_MEMORY_LIMIT", "800MB")
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def size_bytes(size: str) -> float:
+    """A DuckDB memory size (``800MB``, ``1.5 GiB``) in bytes; infinity for one it does not
+    read (DuckDB decides what it means: nothing is lowered under it)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", size)
+    unit = _UNITS.get(m.group(2).lower()) if m else None
+    return float("inf") if unit is None else float(m.group(1)) * unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +275,8 @@ class Store:
                 raise StoreError(f"{self._where()}: cannot write the DuckDB store ({_cause(e)}); nothing "
                                  "of this input was kept; free space or fix the cause, then run again") from e
             raise
+        finally:
+            forget_attrs()  # what the attrs function remembered is raw text: payloads before hashing
 
     def _where(self) -> str:
         return str(self.path) if self.path is not None else f"the scratch store in {tempfile.gettempdir()}"
@@ -275,6 +289,12 @@ class Store:
         except duckdb.Error:  # pinned pages it cannot evict: keep them
             pass
         self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
+
+    def lower_memory(self, limit: str) -> None:
+        """DuckDB's memory limit down to ``limit`` for a while (``shrink`` restores the usual one),
+        never up: an ``AUDITOR_MEMORY_LIMIT`` already lower stays."""
+        if size_bytes(limit) < size_bytes(MEMORY_LIMIT):
+            self.con.execute("SET memory_limit = ?", [limit])
 
     def close(self) -> None:
         self.con.close()

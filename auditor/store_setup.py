@@ -40,6 +40,12 @@ _ATTRS_SEEN = functools.lru_cache(maxsize=8192)(attrs_udf)
 _ATTRS_SEEN_BYTES = 512
 
 
+def forget_attrs() -> None:
+    """Empty the attrs function's memory: it holds attrs as written, payloads before they are
+    hashed, so it is kept for one ingest (``Store.transaction``) and no longer."""
+    _ATTRS_SEEN.cache_clear()
+
+
 def _attrs(line: str, keep_payloads: bool) -> str | None:
     return _ATTRS_SEEN(line, keep_payloads) if len(line) <= _ATTRS_SEEN_BYTES else attrs_udf(line, keep_payloads)
 

@@ -87,3 +87,23 @@ def test_fail_on_threshold(audit_events):
     events = history("1 acq 1 a", "2 acq 2 b", "3 prog 1 a")
     assert audit_events(events).exit_code == 0
     assert audit_events(events, fail_on="stale_activity").exit_code == 1
+
+
+def test_lean_reads_lower_the_memory_limit_but_never_raise_it(monkeypatch):
+    """detect.lean runs a read under a lower DuckDB limit (the finding rows under 256 MB); an
+    AUDITOR_MEMORY_LIMIT already below that stays, and the usual limit comes back after."""
+    import auditor.store as store
+    from auditor.detect import lean
+
+    def limit(con):
+        return con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+
+    with store.Store(None) as s:
+        usual = limit(s.con)
+        assert lean(s, limit, "256MB") == "244.1 MiB"
+        assert limit(s.con) == usual
+    monkeypatch.setattr(store, "MEMORY_LIMIT", "100MB")
+    with store.Store(None) as s:
+        assert lean(s, limit, "256MB") == limit(s.con) == "95.3 MiB"
+    assert store.size_bytes("1.5 GiB") == 1.5 * 2**30 and store.size_bytes("800MB") == 800e6
+    assert store.size_bytes("80%") == float("inf")

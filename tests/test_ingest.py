@@ -211,7 +211,8 @@ def test_read_ahead_hands_over_every_chunk_then_the_error_then_stops():
         finally:
             closed.set()
 
-    chunks = read_ahead(endless())
+    inner = endless()  # held here: only read_ahead's own close() can close it
+    chunks = read_ahead(inner)
     assert [next(chunks), next(chunks)] == [1, 2]
     chunks.close()  # what a failed ingest does to the generator it was reading
     assert closed.wait(5)
@@ -270,3 +271,27 @@ def test_a_store_that_fails_mid_file_stops_the_reader_at_once(tmp_path, monkeypa
     # by read_source itself, not by the garbage collector some time later
     assert caught.tb is not None
     assert not any(t.name == "auditor-read-ahead" for t in threading.enumerate())
+
+
+def test_the_attrs_memory_lasts_one_ingest(tmp_path, monkeypatch):
+    """The attrs function remembers the attrs it decoded (raw text: payloads before hashing)
+    for the ingest that read them, no longer."""
+    import auditor.store as store
+    from auditor.store_setup import _ATTRS_SEEN
+
+    seen = []
+    real = store.forget_attrs
+
+    def forget():
+        seen.append(_ATTRS_SEEN.cache_info())
+        real()
+
+    monkeypatch.setattr(store, "forget_attrs", forget)
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"seq": i, "workflow_key": "k", "kind": "progress", "epoch": 1,
+                                        "worker": "w", "attrs": {"prompt": f"secret {i % 3}"}}) + "\n"
+                            for i in range(1, 3001)))
+    with audit([path]) as r:
+        assert r.input.events == 3000
+    assert seen and seen[0].currsize == 3 and seen[0].hits > 0  # three distinct attrs, decoded once each
+    assert _ATTRS_SEEN.cache_info().currsize == 0

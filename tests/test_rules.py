@@ -187,3 +187,15 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
 
     with pytest.raises(TypeError, match="only assigns"):
         builder(Checked)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Inherits(Checked):
+        m: int = 0
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Keywords:
+        n: int = dataclasses.field(kw_only=True)
+
+    for cls in (Inherits, Keywords):
+        with pytest.raises(TypeError, match="only assigns"):
+            builder(cls)

@@ -137,19 +137,20 @@ FINDINGS_MEMORY = "256MB"
 
 
 def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T], limit: str = LEAN_MEMORY) -> T:
-    """``read(store.con)`` under a low memory limit (``limit``: ``LEAN_MEMORY`` unless told), for queries that scan the
-    store for a little: under the store's usual limit the pages they read stay cached, on top of
-    the Python objects of a big audit (the timelines' query alone cached 345 MB at ten million
-    events). Should ``read`` need more, it runs again under the usual limit; ``shrink`` restores
-    the limit either way."""
+    """``read(store.con)`` under a low memory limit (``limit``, ``LEAN_MEMORY`` unless told), for
+    queries that scan the store for a little: under the store's usual limit the pages they read
+    stay cached, on top of the Python objects of a big audit (the timelines' query alone cached
+    345 MB at ten million events). Should ``read`` need more, it runs again under the usual
+    limit; ``shrink`` restores the limit either way."""
     try:
         with contextlib.suppress(duckdb.Error):  # pages it cannot evict: the usual limit then
-            store.con.execute("SET memory_limit = ?", [limit])
+            store.lower_memory(limit)
         try:
             return read(store.con)
         except duckdb.OutOfMemoryException:
-            store.shrink()
-            return read(store.con)
+            pass  # retried below, once the first try's partial results are gone
+        store.shrink()
+        return read(store.con)
     finally:
         store.shrink()
 
@@ -182,10 +183,12 @@ def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]
         fid = finding_id(k, g, s)
         # Findings carry their incident id from the start, as the live detector fills it in:
         # explain then keeps the finding instead of copying it.
-        findings.append(build_finding(  # Finding's fields in order
-            fid, g, k, seq, s, _KINDS[kind], epoch, worker, cur_epoch, cur_worker, t_seq, effect_key,
-            step_id, sink, reporter, ts, resolved, receipt, epochs, bool(unstable),
-            incident_id(k, displaced_epoch(g, epoch, epochs)), file, line))
+        findings.append(build_finding(
+            id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
+            worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
+            effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
+            outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
+            incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
         finding_ts[fid] = None if ts_utc is None else _EPOCH + timedelta(microseconds=ts_utc)
         if attrs and '"otel.capped": true' in attrs:
             capped.add(fid)

@@ -121,7 +121,7 @@ def read_source(store: Store, source: Source, fmt: str = "auto",
             return store.ingest(source.name, fmt, careful_csv_chunks(store, source, progress), digest)
         except DamagedStream as e:
             raise _damaged(source, e) from e
-        finally:  # a store that stopped early: the reader (read_ahead's thread) stops and closes the file now
+        finally:  # should the store stop early, read_ahead's thread stops and closes the file now
             getattr(chunks, "close", lambda: None)()
     finally:
         if source.spooled:
