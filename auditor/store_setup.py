@@ -55,18 +55,15 @@ def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
     attrs repeat across a log, and arrow matches them up without a Python step per line."""
     import pyarrow as pa
 
-    if len(lines) < 1024:  # a small log: spare the cold start the import of pyarrow.compute
+    keeps = set(keep_payloads.to_pylist()) if len(lines) >= 1024 else ()
+    if len(keeps) != 1:  # a small vector (no pyarrow.compute for a small log), or mixed flags
         return strings([None if line is None else _attrs(line, bool(keep))
                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
     import pyarrow.compute as pc
 
-    keeps = pc.unique(keep_payloads).to_pylist()
-    if len(keeps) != 1:  # never from store.sql, whose keep_payloads is one bound parameter
-        return pa.array([None if line is None else attrs_udf(line, keep)
-                         for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())], pa.string())
     distinct = pc.unique(lines)
-    attrs = pa.array([None if line is None else _attrs(line, bool(keeps[0])) for line in distinct.to_pylist()],
-                     pa.string())
+    keep = bool(keeps.pop())
+    attrs = pa.array([None if line is None else _attrs(line, keep) for line in distinct.to_pylist()], pa.string())
     return pc.take(attrs, pc.index_in(lines, value_set=distinct))
 
 
