@@ -295,3 +295,21 @@ def test_the_attrs_memory_lasts_one_ingest(tmp_path, monkeypatch):
         assert r.input.events == 3000
     assert seen and seen[0].currsize == 3 and seen[0].hits > 0  # three distinct attrs, decoded once each
     assert _ATTRS_SEEN.cache_info().currsize == 0
+
+
+@pytest.mark.parametrize("keep", ["never", "always", "alternating"])
+@pytest.mark.parametrize("rows", [10, 3001])  # a small vector, and one big enough for pc.unique
+def test_attrs_batch_gives_what_attrs_udf_gives_row_by_row(keep, rows):
+    import pyarrow as pa
+
+    from auditor.store_setup import attrs_batch, attrs_udf, forget_attrs
+
+    values = [None if i % 5 == 0 else '{"attrs":{"prompt":"secret","n":%d}}' % (i % 7) for i in range(rows - 1)]
+    values.append('{"attrs":{"a":"' + "y" * 600 + '"}}')  # past what the memory holds
+    keeps = [keep == "always" or (keep == "alternating" and i % 2 == 1) for i in range(rows)]
+    got = attrs_batch(pa.array(values, pa.string()), pa.array(keeps)).to_pylist()
+    forget_attrs()
+    assert got == [None if v is None else attrs_udf(v, k) for v, k in zip(values, keeps)]
+    hashed = [g for g, k in zip(got, keeps) if g is not None and not k and "prompt" in g]
+    assert all("secret" not in g and "sha256:" in g for g in hashed)
+    assert bool(hashed) == (keep != "always")

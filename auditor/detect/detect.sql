@@ -98,11 +98,11 @@ GROUP BY k, effect_key, epoch;
 
 -- name: step_commits
 CREATE OR REPLACE TEMP TABLE step_commits AS
-SELECT k, step_id, epoch, min(s) AS s, arg_min(effect_key, s) AS effect_key,
+SELECT k, step_id, epoch, min(s) AS s, arg_min(effect_key, (s, event_id, obs)) AS effect_key,
        row_number() OVER (PARTITION BY k, step_id ORDER BY min(s), epoch) AS nth,
        list(epoch) OVER (PARTITION BY k, step_id ORDER BY min(s), epoch
                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS epochs,
-       list(arg_min(effect_key, s)) OVER (PARTITION BY k, step_id ORDER BY min(s), epoch
+       list(arg_min(effect_key, (s, event_id, obs))) OVER (PARTITION BY k, step_id ORDER BY min(s), epoch
                          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_keys
 FROM commits WHERE step_id IS NOT NULL
 GROUP BY k, step_id, epoch;
