@@ -13,7 +13,7 @@
 -- The events of every workflow key with lease evidence (a lease_until or a heartbeat): the only
 -- rows lease health reads, so a log without lease fields costs one scan of two columns.
 CREATE OR REPLACE TEMP TABLE lh_events AS
-SELECT workflow_key AS k, ord AS s, event_id, kind, epoch, worker, ts_utc AS ts, lease_until,
+SELECT workflow_key AS k, ord AS s, event_id, obs, kind, epoch, worker, ts_utc AS ts, lease_until,
        heartbeat, sink_result, effect_key, attrs
 FROM events
 WHERE workflow_key IN (SELECT DISTINCT workflow_key FROM events
@@ -31,8 +31,8 @@ WHERE x IS NOT NULL;
 -- Every workflow key with its dimension values: per dimension, the first non-null value in order.
 CREATE OR REPLACE TEMP TABLE lh_keys AS
 WITH kv AS (
-    SELECT k, i, arg_min(v, s) AS v
-    FROM (SELECT k, s,
+    SELECT k, i, arg_min(v, (s, event_id, obs)) AS v
+    FROM (SELECT k, s, event_id, obs,
                  unnest(json_extract_string(attrs, $paths::VARCHAR[])) AS v,
                  generate_subscripts(json_extract_string(attrs, $paths::VARCHAR[]), 1) AS i
           FROM lh_events WHERE attrs IS NOT NULL AND len($paths::VARCHAR[]) > 0)
@@ -52,17 +52,17 @@ SELECT DISTINCT k, []::VARCHAR[] FROM lh_events WHERE len($paths::VARCHAR[]) = 0
 CREATE OR REPLACE TEMP TABLE lh_takeovers AS
 WITH acq AS (
     SELECT k, s, epoch, worker, ts,
-           max(epoch) OVER (PARTITION BY k ORDER BY s, event_id
+           max(epoch) OVER (PARTITION BY k ORDER BY s, event_id, obs
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
     FROM lh_events WHERE kind = 'lease_acquired' AND epoch IS NOT NULL
 ), t AS (
     SELECT k, s, epoch, worker, ts, prev_max AS displaced FROM acq WHERE epoch > prev_max
 )
 SELECT t.k, t.s, t.epoch, t.worker, t.ts, t.displaced,
-       arg_max(e.worker, (e.s, e.event_id)) AS displaced_worker,
+       arg_max(e.worker, (e.s, e.event_id, e.obs)) AS displaced_worker,
        coalesce(bool_or(e.kind <> 'lease_acquired' AND NOT list_contains($recorded, e.kind)), false) AS reclaim,
-       arg_max(e.lease_until, (e.s, e.event_id)) FILTER (WHERE e.lease_until IS NOT NULL) AS last_until,
-       arg_max(e.ts, (e.s, e.event_id)) FILTER (WHERE e.heartbeat = 'ok' AND e.ts IS NOT NULL) AS last_ok
+       arg_max(e.lease_until, (e.s, e.event_id, e.obs)) FILTER (WHERE e.lease_until IS NOT NULL) AS last_until,
+       arg_max(e.ts, (e.s, e.event_id, e.obs)) FILTER (WHERE e.heartbeat = 'ok' AND e.ts IS NOT NULL) AS last_ok
 FROM t LEFT JOIN lh_events e ON e.k = t.k AND e.epoch = t.displaced AND e.s < t.s
 GROUP BY t.k, t.s, t.epoch, t.worker, t.ts, t.displaced;
 
@@ -71,7 +71,7 @@ GROUP BY t.k, t.s, t.epoch, t.worker, t.ts, t.displaced;
 CREATE OR REPLACE TEMP TABLE lh_gaps AS
 SELECT k, epoch, s, gap FROM (
     SELECT k, epoch, s,
-           epoch_ms(ts) - epoch_ms(lag(ts) OVER (PARTITION BY k, epoch ORDER BY ts, s, event_id)) AS gap
+           epoch_ms(ts) - epoch_ms(lag(ts) OVER (PARTITION BY k, epoch ORDER BY ts, s, event_id, obs)) AS gap
     FROM lh_events WHERE heartbeat = 'ok' AND ts IS NOT NULL)
 WHERE gap IS NOT NULL;
 
@@ -82,7 +82,7 @@ CREATE OR REPLACE TEMP TABLE lh_grants AS
 SELECT k, epoch, s, worker, kind = 'lease_acquired' AS is_grant, lease_until,
        epoch_ms(lease_until) - epoch_ms(ts) AS lease_ms,
        CASE WHEN kind <> 'lease_acquired'
-            THEN epoch_ms(lag(lease_until) OVER (PARTITION BY k, epoch ORDER BY s, event_id))
+            THEN epoch_ms(lag(lease_until) OVER (PARTITION BY k, epoch ORDER BY s, event_id, obs))
                  - epoch_ms(ts) END AS remaining_ms
 FROM lh_events WHERE lease_until IS NOT NULL AND epoch IS NOT NULL;
 
@@ -181,11 +181,11 @@ SELECT 'effect_after_lease_expiry', k, s, epoch, worker, epoch_ms(ts) - epoch_ms
 FROM (
     SELECT *, lag(kind) OVER t AS prev_kind, lag(sink_result) OVER t AS prev_result
     FROM (SELECT *, last_value(lease_until IGNORE NULLS) OVER (
-                        PARTITION BY k, epoch ORDER BY s, event_id
+                        PARTITION BY k, epoch ORDER BY s, event_id, obs
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS until
           FROM lh_events WHERE epoch IS NOT NULL)
     WHERE kind IN ('effect_attempted', 'effect_committed')
-    WINDOW t AS (PARTITION BY k, epoch, effect_key ORDER BY s, event_id))
+    WINDOW t AS (PARTITION BY k, epoch, effect_key ORDER BY s, event_id, obs))
 WHERE kind = 'effect_attempted' AND ts > until
   AND NOT (sink_result IS NOT DISTINCT FROM 'rejected' AND prev_kind IS NOT DISTINCT FROM 'effect_attempted'
            AND prev_result IS DISTINCT FROM 'rejected');

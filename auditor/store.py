@@ -549,7 +549,7 @@ class Store:
             "ORDER BY q.source_id, q.line")
 
     def events_frame(self) -> "pl.DataFrame":
-        return self._frame(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
+        return self._frame(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id, obs")
 
     def _frame(self, sql: str) -> "pl.DataFrame":
         import polars as pl
@@ -557,7 +557,7 @@ class Store:
         return pl.from_arrow(self.con.sql(sql).to_arrow_table())
 
     def events_of(self, workflow_key: str, limit: int | None = None) -> list[Event]:
-        sql = SQL["event_columns"] + " WHERE workflow_key = ? ORDER BY ord, event_id"
+        sql = SQL["event_columns"] + " WHERE workflow_key = ? ORDER BY ord, event_id, obs"
         params: list[Any] = [workflow_key]
         if limit is not None:
             sql += " LIMIT ?"
@@ -568,7 +568,7 @@ class Store:
         """Every event in authoritative order per workflow key (the live detector's feed)."""
         cur = self.con.cursor()
         cur.execute(QUIET)
-        cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id")
+        cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id, obs")
         while rows := cur.fetchmany(batch):
             yield from (_event(r) for r in rows)
 

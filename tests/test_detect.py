@@ -107,3 +107,38 @@ def test_lean_reads_lower_the_memory_limit_but_never_raise_it(monkeypatch):
         assert lean(s, limit, "256MB") == limit(s.con) == "95.3 MiB"
     assert store.size_bytes("1.5 GiB") == 1.5 * 2**30 and store.size_bytes("800MB") == 800e6
     assert store.size_bytes("80%") == float("inf")
+
+
+def test_ties_on_seq_and_event_id_resolve_in_feed_order():
+    """Two acquisitions of one epoch at one seq: the acquirer is the first in feed order (seq,
+    event_id, obs), whatever order the rows reach the aggregate in. DuckDB's arg_min keeps the
+    first row it meets among equal keys, so the adverse row is put first here."""
+    import duckdb
+
+    from auditor.detect import SQL
+
+    con = duckdb.connect()
+    con.execute("CREATE TEMP TABLE finding_keys AS SELECT 'k' AS k")
+    con.execute("CREATE TEMP TABLE acq (k VARCHAR, s BIGINT, epoch BIGINT, worker VARCHAR, ts_utc TIMESTAMPTZ, "
+                "event_id VARCHAR, obs BIGINT, prev_max BIGINT)")
+    con.execute("INSERT INTO acq VALUES ('k', 3, 2, 'w-late-id', NULL, 'e2', 3, 1), "
+                "('k', 3, 2, 'w-same-id-later-line', NULL, 'e1', 5, 1), ('k', 3, 2, 'w-first', NULL, 'e1', 4, 1)")
+    assert con.execute(SQL["acquirers"]).fetchall() == [("k", 2, "w-first", 3)]
+
+
+def test_rows_sharing_seq_and_event_id_keep_file_order(tmp_path):
+    """An event_id conflict at one seq: the store's frames and the timeline list the rows in file
+    order (obs), run after run, not in whatever order the sort met them."""
+    from auditor import audit
+
+    from .conftest import write_jsonl
+
+    rows = [ev("1 acq 1 w1"), *({**ev(f"2 prog 1 w{n}"), "event_id": "same"} for n in range(9, 1, -1))]
+    log = write_jsonl(tmp_path / "tie.jsonl", rows)
+    with audit([log]) as result:
+        assert result.events_frame()["worker"].to_list() == ["w1", *(f"w{n}" for n in range(9, 1, -1))]
+        assert [e.worker for e in result.store.events_of("k")] == ["w1", *(f"w{n}" for n in range(9, 1, -1))]
+        from auditor.detect.timeline import excerpts
+
+        (timeline,) = excerpts(result.store, ["k"], [], 100).values()
+        assert [t.event.worker for t in timeline.events] == ["w1", *(f"w{n}" for n in range(9, 1, -1))]

@@ -13,8 +13,8 @@
 
 -- name: acquisitions
 CREATE OR REPLACE TEMP TABLE acq AS
-SELECT workflow_key AS k, ord AS s, epoch, worker, ts_utc,
-       max(epoch) OVER (PARTITION BY workflow_key ORDER BY ord, event_id
+SELECT workflow_key AS k, ord AS s, epoch, worker, ts_utc, event_id, obs,
+       max(epoch) OVER (PARTITION BY workflow_key ORDER BY ord, event_id, obs
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
 FROM events WHERE kind = 'lease_acquired';
 
@@ -276,7 +276,7 @@ SELECT max(ts_utc) FROM events;
 
 -- name: acquirers
 -- Who acquired each epoch, for the displaced and current owners of an incident.
-SELECT k, epoch, arg_min(worker, s) AS worker, min(s) AS s FROM acq
+SELECT k, epoch, arg_min(worker, (s, event_id, obs)) AS worker, min(s) AS s FROM acq
 WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, epoch;
 
 -- name: drop
@@ -294,7 +294,7 @@ SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e
        e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
        e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
 FROM events e JOIN sources src USING (source_id)
-ORDER BY e.workflow_key, e.ord, e.event_id;
+ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
 
 -- name: timeline_rows
 -- The first $2 events of each workflow key in $1, as event_rows (the optional fields last), with what a timeline shows of
@@ -313,18 +313,18 @@ WITH ev AS (
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS highest_before
     FROM ev GROUP BY workflow_key, ord
 )
-SELECT * EXCLUDE (n) FROM (
+SELECT * EXCLUDE (n, obs) FROM (
     SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
            e.reporter, e.step_id, e.ts, e.event_id, e.attrs, e.file, e.line, e.seq IS NULL AS observed,
            count(*) OVER (PARTITION BY e.workflow_key) AS total, p.highest_before,
            CASE WHEN e.kind = 'lease_acquired' THEN max(e.epoch) FILTER (WHERE e.kind = 'lease_acquired') OVER (
-               PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id
+               PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id, e.obs
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS prev_max,
-           e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision,
-           row_number() OVER (PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id) AS n
+           e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision, e.obs,
+           row_number() OVER (PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id, e.obs) AS n
     FROM ev e JOIN per_position p USING (workflow_key, ord))
 WHERE n <= $2
-ORDER BY workflow_key, ord, event_id;
+ORDER BY workflow_key, ord, event_id, obs;
 
 -- name: authority_keys
 -- The keys under the authority rules (SPEC section 8, opt-in): those whose log holds an authority
@@ -342,4 +342,4 @@ SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e
        e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
 FROM events e JOIN sources src USING (source_id)
 WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[]))
-ORDER BY e.workflow_key, e.ord, e.event_id;
+ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
