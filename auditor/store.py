@@ -49,10 +49,10 @@ SQL = statements("store.sql")
 #: seconds, into the terminal summary and into ``--json -``. A local setting, so per cursor too.
 QUIET = "SET enable_progress_bar = false"
 STAGE_BATCH_ROWS = 16_384
-#: Staged rows appended to the events table in one INSERT. Each INSERT into the compressed table
-#: finishes its row groups (122,880 rows) alone and on one core: a 32 MB chunk (about 140,000
-#: events) a time, appending took as long as 60 % of the stage (bench/RESULTS.md); four row groups
-#: at a time take half of that, for about 200 MB more held during the ingest.
+#: Raw lines staged into the events table in one statement. Each INSERT into the compressed table
+#: finishes its row groups (122,880 rows) on its own: a 32 MB chunk (about 140,000 events) a
+#: time, appending took as long as 60 % of the stage (bench/RESULTS.md); four row groups at a time
+#: take half of that, for about 100 MB more of raw lines held during the ingest.
 APPEND_ROWS = 4 * 122_880
 #: DuckDB's share of memory; the audit's Python side (findings, incidents) comes on top.
 MEMORY_LIMIT = os.environ.get("AUDITOR_MEMORY_LIMIT", "800MB")
@@ -328,35 +328,29 @@ class Store:
         """
         if self.already_ingested(digest):
             return SourceCounts(name, 0, 0, 0, 0, skipped=True)
-        import pyarrow as pa
 
         con = self.con
         with self.transaction():
             (source_id,) = con.execute(
                 "SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()
             ((before,),) = con.execute("SELECT count(*) FROM events").fetchall()
-            lines_read = normalized = quarantined = 0
-            # The SQL reads the local variables raw_chunk and staging (DuckDB's replacement scans):
-            # a register()ed object, or rows of a scratch table, would be kept alive until the
+            lines_read = 0
+            # The SQL reads the local variables raw_chunk and typed_chunk of _stage (DuckDB's
+            # replacement scans): a register()ed object would be kept alive until the
             # transaction ends, that is the whole file in memory.
             typed_chunk = typed if typed is not None else _no_typed()
-            held: list["pa.Table"] = []  # staged chunks not yet appended (see APPEND_ROWS)
+            held: list["pa.Table"] = []  # raw chunks not yet staged (see APPEND_ROWS)
             for raw_chunk in _at_least_one(chunks):
-                # DuckDB scans one arrow batch per thread: smaller batches let every core work.
-                raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS),
-                                                  raw_chunk.schema)
-                staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=source_id,
-                                                            keep_payloads=self.keep_payloads,
-                                                            careful=self.careful)).to_arrow_table()
-                ((read, good, bad),) = con.execute(SQL["staged_counts"]).fetchall()
-                lines_read, normalized, quarantined = lines_read + read, normalized + good, quarantined + bad
-                con.execute(SQL["quarantine_staged"])
-                held.append(staging)
-                del raw_chunk, staging
+                held.append(raw_chunk)
+                del raw_chunk
                 if sum(t.num_rows for t in held) >= APPEND_ROWS:
-                    self._append(held)
-                typed_chunk = _no_typed()
-            self._append(held)
+                    lines_read += self._stage(held, typed_chunk, source_id)
+                    typed_chunk = _no_typed()
+            if held:
+                lines_read += self._stage(held, typed_chunk, source_id)
+            ((quarantined,),) = con.execute(SQL["quarantine_staged"], [source_id]).fetchall()
+            con.execute(SQL["drop_rejected"], [source_id])
+            normalized = lines_read - quarantined
             con.execute(SQL["drop_duplicates"], [source_id])
             (after,) = con.execute("SELECT count(*) FROM events").fetchone()
             added = after - before
@@ -366,14 +360,23 @@ class Store:
             con.execute(SQL["observed_order"])
         return SourceCounts(name, lines_read, added, normalized - added, quarantined)
 
-    def _append(self, held: list["pa.Table"]) -> None:
-        """Append the staged chunks ``held`` in one INSERT, and empty it."""
+    def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int) -> int:
+        """Normalize the raw chunks ``held`` and the typed records ``typed_chunk`` into the events
+        table in one statement (``stage``), and empty ``held``; the count of lines staged."""
         import pyarrow as pa
 
-        if held:
-            staging = pa.concat_tables(held)  # noqa: F841 - read by name in append_staged
-            held.clear()
-            self.con.execute(SQL["append_staged"])
+        schema = held[0].schema
+        # DuckDB scans one arrow batch per thread: smaller batches let every core work. A
+        # reader's own rows (a line too long, a cut stream) may hold their bytes in another
+        # binary type; a cast imports pyarrow.compute, so only they pay for it.
+        raw_chunk = pa.Table.from_batches(  # noqa: F841 - read by name in stage
+            [b for t in held for b in (t if t.schema == schema else t.cast(schema)).to_batches(
+                max_chunksize=STAGE_BATCH_ROWS)], schema)
+        held.clear()
+        ((staged,),) = self.con.execute(SQL["stage"], dict(
+            _STAGE_PARAMS, source_id=source_id, keep_payloads=self.keep_payloads,
+            careful=self.careful)).fetchall()
+        return staged
 
     def ingest_many(self, items: list[tuple[str, str, list["pa.Table"], str | None]]) -> list[SourceCounts]:
         """Normalize and append many small sources ``(name, fmt, chunks, digest)`` in one transaction.
@@ -421,13 +424,13 @@ class Store:
                 raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
                 raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)
                 typed_chunk = _no_typed()  # noqa: F841 - read by name in stage
-                staging = con.sql(SQL["stage"], params=dict(_STAGE_PARAMS, source_id=first,
-                                                            keep_payloads=self.keep_payloads,
-                                                            careful=self.careful)).to_arrow_table()
-                counts = {sid: (read, bad) for sid, read, bad in con.execute(SQL["staged_counts_by_source"]).fetchall()}
-                con.execute(SQL["quarantine_staged"])
-                con.execute(SQL["append_staged"])
-                del raw_chunk, staging
+                con.execute(SQL["stage"], dict(_STAGE_PARAMS, source_id=first, keep_payloads=self.keep_payloads,
+                                               careful=self.careful))
+                del raw_chunk
+                counts = {sid: (read, bad) for sid, read, bad in
+                          con.execute(SQL["staged_counts_by_source"], [first]).fetchall()}
+                con.execute(SQL["quarantine_staged"], [first])
+                con.execute(SQL["drop_rejected"], [first])
                 con.execute(SQL["drop_duplicates"], [first])
             else:
                 counts = {}

@@ -57,9 +57,12 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- name: stage
 -- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR)
 -- and of typed records (typed_chunk, see picked; empty for a file);
--- pos numbers the records of a source uniquely, bad is a reason a reader already found) normalized into the
--- staged rows (the columns of events, and rejected: the quarantine reason); a row with one is
--- quarantined, a row without one is an event. Named parameters, all from auditor/vocabulary.py through store.py:
+-- pos numbers the records of a source uniquely, bad is a reason a reader already found) normalized
+-- straight into the events table, one row per line that is not blank: an event, or a rejected
+-- line (kind '', the quarantine reason in reason) that quarantine_staged moves to the quarantine
+-- and drop_rejected removes before the transaction ends. One statement, no staged copy: handing
+-- the rows to Python as arrow and appending them again cost a fifth of the ingest
+-- (bench/RESULTS.md). The count it returns is the lines it staged. Named parameters, all from auditor/vocabulary.py through store.py:
 -- $source_id, $keep_payloads, $careful (every line through auditor_normalize: the reference the fast
 -- path is pinned to), $fast_shape (json_transform structure of the canonical fields),
 -- $kinds (the kinds it takes: not the authority kinds), $effect_kinds, $sink_results, $reporters, $heartbeats, $decisions,
@@ -71,6 +74,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- other line goes to auditor_normalize (normalize.normalize_line: aliases, case variants,
 -- empty strings, duplicate members, --map names, and every quarantine reason), whose answers the
 -- fast path reproduces exactly.
+INSERT INTO events BY NAME
 WITH decoded AS (
     -- trim scans the whole line, so only lines that do not open an object right away pay for it;
     -- JSON allows the whitespace (and the newline) the others keep.
@@ -199,31 +203,32 @@ WITH decoded AS (
     FROM hashed
 )
 SELECT
-    CASE WHEN rejected IS NULL THEN coalesce(event_id, derived) END AS event_id,
+    -- A rejected line is marked by an empty kind (no event has one) and fills the columns an
+    -- event must have with empty text; its reason travels in reason.
+    CASE WHEN rejected IS NULL THEN coalesce(event_id, derived) ELSE '' END AS event_id,
     seq, seq AS ord, $source_id::BIGINT * 68719476736 + pos AS obs,
-    workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
+    CASE WHEN rejected IS NULL THEN workflow_key ELSE '' END AS workflow_key,
+    CASE WHEN rejected IS NULL THEN kind ELSE '' END AS kind,
+    epoch, CASE WHEN rejected IS NULL THEN worker ELSE '' END AS worker,
+    effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
     -- A batch of small sources (Store.ingest_many) moves each one's pos to its own 2^36 block.
     attrs, ($source_id + (pos >> 36))::INTEGER AS source_id, line,
-    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision, rejected
+    lease_until, heartbeat, coalesce(rejected, reason) AS reason, authority_id, expires_at, scope, decision
 FROM derived;
 
 -- name: quarantine_staged
-INSERT INTO quarantine SELECT source_id, line, rejected FROM staging WHERE rejected IS NOT NULL;
+-- The lines stage rejected, from the sources from $1 on: into the quarantine with their reason.
+-- The count it returns is the lines quarantined.
+INSERT INTO quarantine SELECT source_id, line, reason FROM events WHERE kind = '' AND source_id >= $1;
 
--- name: staged_counts
-SELECT count(*) AS lines_read, count(*) FILTER (WHERE rejected IS NULL) AS normalized,
-       count(*) FILTER (WHERE rejected IS NOT NULL) AS quarantined
-FROM staging;
+-- name: drop_rejected
+DELETE FROM events WHERE kind = '' AND source_id >= $1;
 
 -- name: staged_counts_by_source
--- staged_counts per source, for a batch of small sources staged together (Store.ingest_many).
-SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE rejected IS NOT NULL) AS quarantined
-FROM staging GROUP BY source_id;
-
--- name: append_staged
--- One chunk's events (staging: the arrow result of stage) go straight into the store, never the
--- whole file at once; drop_duplicates then collapses what the chunks repeated.
-INSERT INTO events BY NAME SELECT * EXCLUDE (rejected) FROM staging WHERE rejected IS NULL;
+-- For a batch of small sources staged together (Store.ingest_many), before quarantine_staged:
+-- the lines each staged, and how many of them it rejected.
+SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE kind = '') AS quarantined
+FROM events WHERE source_id >= $1 GROUP BY source_id;
 
 -- name: drop_duplicates
 -- Exact duplicates collapse: the first observation of an event (one event_id, one content) wins,

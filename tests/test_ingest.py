@@ -257,13 +257,14 @@ def test_a_store_that_fails_mid_file_stops_the_reader_at_once(tmp_path, monkeypa
     monkeypatch.setattr(store, "APPEND_ROWS", 1)
     appended = []
 
-    def failing_append(self, held):
+    def failing_stage(self, held, typed_chunk, source_id):
         appended.append(len(held))
         if len(appended) == 3:
             raise StoreError("the disk is full")
         held.clear()
+        return 0
 
-    monkeypatch.setattr(store.Store, "_append", failing_append)
+    monkeypatch.setattr(store.Store, "_stage", failing_stage)
     with store.Store(None) as s, pytest.raises(StoreError, match="disk is full") as caught:
         ingest.read_source(s, discover([path])[0])
     assert len(appended) == 3
@@ -313,3 +314,44 @@ def test_attrs_batch_gives_what_attrs_udf_gives_row_by_row(keep, rows):
     hashed = [g for g, k in zip(got, keeps) if g is not None and not k and "prompt" in g]
     assert all("secret" not in g and "sha256:" in g for g in hashed)
     assert bool(hashed) == (keep != "always")
+
+
+def test_rejected_lines_leave_the_events_table_for_the_quarantine(tmp_path, monkeypatch):
+    """A rejected line is staged into the events table (an empty kind, its reason in reason) and
+    moved to the quarantine before the transaction ends: a batch of small files (ingest_many,
+    counted per source) and the same lines read as one big file in chunks (ingest) keep the
+    same events, quarantine the same lines with the same reasons, and leave no marked row."""
+    import functools
+
+    import auditor.ingest as ingest
+    import auditor.store as store
+    from auditor.ingest.sources import discover
+
+    good = SEED.read_text().splitlines()
+    bad = ["{not json", '{"seq": "x"}', '{"seq": 3, "workflow_key": "k", "kind": "no_such_kind", "epoch": 1}',
+           "[1, 2]", '{"seq": 4, "workflow_key": "", "kind": "progress", "epoch": 1, "worker": "w"}']
+    small = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    small[0].write_text("\n".join(good[:5] + bad[:2] + good[5:]) + "\n")
+    small[1].write_text("\n".join(bad[2:] + ["", "   "] + good[:3]) + "\n")  # blank lines are not counted
+
+    def stored(s: store.Store) -> tuple:
+        events = s.con.execute("SELECT event_id, workflow_key, kind, seq, line FROM events ORDER BY obs").fetchall()
+        quarantine = s.con.execute("SELECT source_id, line, reason FROM quarantine ORDER BY ALL").fetchall()
+        ((marked,),) = s.con.execute("SELECT count(*) FROM events WHERE kind = ''").fetchall()
+        sources = s.con.execute("SELECT lines_read, events, duplicates, quarantined FROM sources ORDER BY source_id").fetchall()
+        return events, quarantine, marked, sources
+
+    with store.Store(None) as s:
+        counts = ingest.read_sources(s, discover(small))
+        batch = stored(s)
+    assert [(c.lines_read, c.events, c.duplicates, c.quarantined) for c in counts] == [
+        (len(good) + 2, len(good), 0, 2), (3 + 3, 0, 3, 3)] == batch[3]
+    assert batch[2] == 0 and len(batch[1]) == 5 and len(batch[0]) == len(good)
+
+    monkeypatch.setattr(ingest, "SMALL_FILE", 0)  # each file read as a big one, in chunks
+    monkeypatch.setattr(ingest, "jsonl_chunks", functools.partial(ingest.jsonl_chunks, chunk_bytes=256))
+    monkeypatch.setattr(store, "APPEND_ROWS", 4)
+    with store.Store(None) as s:
+        ingest.read_sources(s, discover(small))
+        apart = stored(s)
+    assert apart == batch
