@@ -52,7 +52,7 @@ STAGE_BATCH_ROWS = 16_384
 #: Raw lines staged into the events table in one statement. Each INSERT into the compressed table
 #: finishes its row groups (122,880 rows) on its own: a 32 MB chunk (about 140,000 events) a
 #: time, appending took as long as 60 % of the stage (bench/RESULTS.md); four row groups at a time
-#: take half of that, for about 100 MB more of raw lines held during the ingest.
+#: take half of that, for about 120 MB of raw lines held (250 bytes a line).
 APPEND_ROWS = 4 * 122_880
 #: DuckDB's share of memory; the audit's Python side (findings, incidents) comes on top.
 MEMORY_LIMIT = os.environ.get("AUDITOR_MEMORY_LIMIT", "800MB")
@@ -421,12 +421,8 @@ class Store:
                         t = t.set_column(1, "pos", pc.add(t.column("pos"), k << 36))
                     parts.append(t)
             if parts:
-                raw_chunk = pa.concat_tables(parts).combine_chunks()  # read by name in stage
-                raw_chunk = pa.Table.from_batches(raw_chunk.to_batches(max_chunksize=STAGE_BATCH_ROWS), schema)
-                typed_chunk = _no_typed()  # noqa: F841 - read by name in stage
-                con.execute(SQL["stage"], dict(_STAGE_PARAMS, source_id=first, keep_payloads=self.keep_payloads,
-                                               careful=self.careful))
-                del raw_chunk
+                # One table of all the lines: ten thousand files' batches would be as many tiny scans.
+                self._stage([pa.concat_tables(parts).combine_chunks()], _no_typed(), first)
                 counts = {sid: (read, bad) for sid, read, bad in
                           con.execute(SQL["staged_counts_by_source"], [first]).fetchall()}
                 con.execute(SQL["quarantine_staged"], [first])

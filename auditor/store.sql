@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- straight into the events table, one row per line that is not blank: an event, or a rejected
 -- line (kind '', the quarantine reason in reason) that quarantine_staged moves to the quarantine
 -- and drop_rejected removes before the transaction ends. One statement, no staged copy: handing
--- the rows to Python as arrow and appending them again cost a fifth of the ingest
+-- the rows to Python as arrow and appending them again cost a tenth of the ingest
 -- (bench/RESULTS.md). The count it returns is the lines it staged. Named parameters, all from auditor/vocabulary.py through store.py:
 -- $source_id, $keep_payloads, $careful (every line through auditor_normalize: the reference the fast
 -- path is pinned to), $fast_shape (json_transform structure of the canonical fields),
