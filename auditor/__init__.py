@@ -80,7 +80,8 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     # The two whole-store queries first, while the Python side holds nothing: after detection,
     # DuckDB's buffers would grow back on top of a million findings, incidents and summaries.
     health = lease_health(store.con, by, heartbeat_misses)
-    conflicts = store.id_conflicts()
+    conflicts = store.id_conflicts() + store.malformed_fields()
+    unplaced = store.unplaced_kinds()
     store.shrink()
     # The collector stays off until the result is whole: switched back on any earlier, its first
     # passes walk every finding, incident and summary just built (0.4 s at two million events).
@@ -90,7 +91,7 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
                              findings=found.findings, incidents=found.incidents,
                              diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
                              fail_on=Grade(fail_on), session=AuditSession(store),
-                             allow_quarantined=allow_quarantined, lease_health=health)
+                             allow_quarantined=allow_quarantined, lease_health=health, unplaced=unplaced)
         result = narrow(result, scope)
         result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
@@ -126,10 +127,11 @@ def detect_and_explain(store: Store, newest_ts=None) -> Explained:
 
 
 def with_conflicts(diagnostics: list[Diagnostic], conflicts: list[Diagnostic]) -> list[Diagnostic]:
-    """The detector's diagnostics with the ``event_id_conflict`` ones among them, in the document's order."""
+    """The detector's diagnostics with those about the input (``event_id_conflict``,
+    ``malformed_field``) and lease health's among them, in the document's order."""
     if not conflicts:
         return diagnostics
-    return sorted(diagnostics + conflicts, key=lambda d: (d.workflow_key, d.seq if d.seq is not None else -1, d.kind))
+    return sorted(diagnostics + conflicts, key=lambda d: (d.workflow_key, d.place, d.kind))
 
 
 def check_events(summary) -> None:

@@ -34,25 +34,25 @@ def owner(worker: str | None, epoch: int | None) -> str:
 
 
 def at(f: Finding) -> str:
-    """Where a finding's event sits, in words: its seq, or its place when the log gave no seq."""
+    """Where a finding's event sits, in words: its seq, or its position when the log gave no seq."""
     return f"seq {f.seq}" if f.seq is not None else f"position {f.position} (no seq)"
 
 
-def at_position(position: int, observed: bool) -> str:
-    """A position of a key's order (``transition_seq``, ``receipt_seq``) in the words of ``at``."""
-    return f"position {position}" if observed else f"seq {position}"
+def at_pair(seq: int | None, position: int | None) -> str:
+    """A ``*_seq`` field and its ``*_position`` in the words of ``at``: never an invented seq."""
+    return f"seq {seq}" if seq is not None else f"position {position}"
 
 
-def witness(transition: Owner | None, transition_seq: int | None, findings: list[Finding]) -> str:
+def witness(transition: Owner | None, transition_seq: int | None, transition_position: int | None,
+            findings: list[Finding]) -> str:
     """One sentence: who took over, what the displaced owner then did, and what that means."""
     stale = [f for f in findings if f.grade not in TWICE]
     doubles = [f for f in findings if f.grade in TWICE]
     parts = []
-    observed = any(f.seq is None for f in findings)  # a key without seq: positions, not seqs
-    if transition is not None and transition_seq is not None:
+    if transition is not None and (transition_seq is not None or transition_position is not None):
         parts.append(f"{owner(transition.worker, transition.epoch)} was acquired at "
-                     f"{at_position(transition_seq, observed)}")
-    worst = max(stale, key=lambda f: (GRADE_RANK[f.grade], -f.position), default=None)
+                     f"{at_pair(transition_seq, transition_position)}")
+    worst = max(stale, key=lambda f: (GRADE_RANK[f.grade], -f.place), default=None)
     if worst is not None:
         what = _VERBS[worst.kind]
         if worst.effect_key and worst.kind is not _PROGRESS:
@@ -60,8 +60,8 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
         if worst.grade is _ACTIVITY:
             tail = "a displaced process is still running"
         elif worst.grade is _REJECTED:
-            tail = (f"the sink rejected it at {at_position(worst.receipt_seq, observed)}: the fence held"
-                    if worst.receipt_seq != worst.position else "the sink rejected it: the fence held")
+            tail = (f"the sink rejected it at {at_pair(worst.receipt_seq, worst.receipt_position)}: the fence held"
+                    if worst.receipt_place != worst.place else "the sink rejected it: the fence held")
         elif worst.grade is _ATTEMPT:
             tail = ("it was then committed: the fence did not stop it" if worst.outcome is _COMMITTED
                     else "no rejection is recorded: it may have taken effect")
@@ -74,7 +74,7 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
         earlier = ("epoch " if len(others) == 1 else "epochs ") + " and ".join(
             (", ".join(others[:-1]), others[-1]) if len(others) > 1 else others)
         label = "its step" if d.unstable_effect_key and d.effect_key is None else d.effect_key
-        if worst is not None and worst.position == d.position:  # the stale commit above is this second commit
+        if worst is not None and worst.place == d.place:  # the stale commit above is this second commit
             extra = f" {earlier.capitalize()} had already committed {label}: the effect happened twice"
         else:
             extra = (f" Epoch {d.epoch} ({d.worker or 'unknown'}) committed {label} again at {at(d)} "
@@ -88,13 +88,18 @@ def witness(transition: Owner | None, transition_seq: int | None, findings: list
 
 
 _WHY = {
-    "revoked": lambda f: f"{f.authority_id} was revoked at {at_position(f.since_seq, f.seq is None)}",
-    "expired": lambda f: f"{f.authority_id} expired at {f.since_ts}",
-    "failed_revalidation": lambda f: (f"the revalidation at {at_position(f.since_seq, f.seq is None)} did not "
+    "revoked": lambda f: f"{_mandate(f)} was revoked at {at_pair(f.since_seq, f.since_position)}",
+    "expired": lambda f: f"{_mandate(f)} expired at {f.since_ts}",
+    "failed_revalidation": lambda f: (f"the revalidation at {at_pair(f.since_seq, f.since_position)} did not "
                                       "say continue and no new grant followed"),
-    "unrevalidated_resume": lambda f: (f"the run resumed at {at_position(f.since_seq, f.seq is None)} and was "
+    "unrevalidated_resume": lambda f: (f"the run resumed at {at_pair(f.since_seq, f.since_position)} and was "
                                        "not revalidated"),
 }
+
+
+def _mandate(f: Finding) -> str:
+    """The mandate a finding names: its authority_id, or the key's unnamed one (SPEC rev 3)."""
+    return f.authority_id if f.authority_id is not None else "the key's unnamed mandate"
 _UNAUTHORIZED_TAIL = {
     Grade.UNAUTHORIZED_COMMIT: "it took effect without a valid mandate",
     Grade.UNAUTHORIZED_ATTEMPT: "no rejection is recorded: it may have taken effect without a valid mandate",
@@ -106,7 +111,7 @@ def authority_witness(findings: list[Finding]) -> str:
     """The witness of an unauthorized incident (SPEC section 8): which mandate was missing and
     since when, then what the owner did without it (``mandate-7 expired at 14:00; epoch 2 (w2)
     then committed refund:inv-9 at 14:05``)."""
-    worst = max(findings, key=lambda f: (GRADE_RANK[f.grade], -f.position))
+    worst = max(findings, key=lambda f: (GRADE_RANK[f.grade], -f.place))
     why = [_WHY[r](worst) for r in worst.reasons if r in _WHY]
     what = _VERBS[worst.kind] + (f" {worst.effect_key}" if worst.effect_key else "")
     where = f"at {worst.ts}" if "expired" in worst.reasons and worst.ts else f"at {at(worst)}"
@@ -130,7 +135,7 @@ def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
     out: list[Incident] = []
     linked: dict[str, str] = {}
     for (key, about), fs in groups.items():
-        fs.sort(key=lambda f: (f.position, GRADE_RANK[f.grade]))
+        fs.sort(key=lambda f: (f.place, GRADE_RANK[f.grade]))
         if isinstance(about, str):
             iid, epoch = authority_incident_id(key, about), fs[0].epoch
         else:
@@ -138,7 +143,7 @@ def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
         for f in fs:
             linked[f.id] = iid
         out.append(_incident(det, acquired_at, iid, key, epoch, fs, key in observed))
-    out.sort(key=lambda i: (i.workflow_key, i.window_first_seq, i.displaced.epoch or 0))
+    out.sort(key=lambda i: (i.workflow_key, i.window_first_place, i.displaced.epoch or 0))
     findings = [_with_incident(f, linked[f.id]) for f in det.findings]
     return findings, out
 
@@ -156,12 +161,15 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
               epoch: int, fs: list[Finding], observed: bool) -> Incident:
     severity = max((f.grade for f in fs), key=GRADE_RANK.__getitem__)
     stale = [f for f in fs if f.grade not in TWICE]
-    transition_seq = next((f.transition_seq for f in fs if f.transition_seq is not None), None)
+    named = next((f for f in fs if f.transition_place is not None), None)
+    transition_place = None if named is None else named.transition_place
+    transition_seq = None if named is None else named.transition_seq
+    transition_position = None if named is None else named.transition_position
     last = fs[-1]
     current = build_owner(last.current_worker, last.current_epoch)
     transition = None
-    if transition_seq is not None:
-        t_epoch = acquired_at.get((key, transition_seq))
+    if transition_place is not None:
+        t_epoch = acquired_at.get((key, transition_place))
         if t_epoch is not None:
             transition = build_owner(det.acquirers.get((key, t_epoch)), t_epoch)
     displaced_worker = det.acquirers.get((key, epoch)) or next(
@@ -169,11 +177,11 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
 
     window = stale or fs
     first, last_f = window[0], window[-1]
-    first_ref = build_event_ref(first.seq, first.ts, first.kind, first.file, first.line)
-    last_ref = first_ref if last_f is first else build_event_ref(last_f.seq, last_f.ts, last_f.kind,
-                                                                 last_f.file, last_f.line)
+    first_ref = build_event_ref(first.seq, first.position, first.ts, first.kind, first.file, first.line)
+    last_ref = first_ref if last_f is first else build_event_ref(last_f.seq, last_f.position, last_f.ts,
+                                                                 last_f.kind, last_f.file, last_f.line)
     window_seconds = None
-    t_ts = det.transition_ts.get((key, transition_seq)) if transition_seq is not None else None
+    t_ts = det.transition_ts.get((key, transition_place)) if transition_place is not None else None
     last_ts = det.finding_ts.get(last_f.id)
     if t_ts is not None and last_ts is not None:
         window_seconds = (last_ts - t_ts).total_seconds()
@@ -185,10 +193,11 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     for ek in sorted({f.effect_key for f in fs if f.effect_key}):
         of_key = [f for f in fs if f.effect_key == ek]
         outcome = _sink_outcome(f.outcome for f in of_key)
-        last_seq = max(f.position for f in of_key)
-        verified_seq = det.verifications.get((key, ek))
-        verified = verified_seq is not None and verified_seq > last_seq
-        effects.append(build_effect(ek, outcome, verified, verified_seq if verified else None))
+        last_place = max(f.place for f in of_key)
+        v_place, v_position = det.verifications.get((key, ek), (None, None))
+        verified = v_place is not None and v_place > last_place
+        effects.append(build_effect(ek, outcome, verified, v_place if verified and not observed else None,
+                                    v_position if verified else None))
     sink = _sink_outcome(e.sink_outcome for e in effects) if effects else None
     verification = ("n/a" if not effects else
                     "verified" if all(e.verified for e in effects) else "unverified")
@@ -201,14 +210,16 @@ def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str,
     return build_incident(
         id=iid, workflow_key=key, severity=severity,
         displaced=build_owner(displaced_worker, epoch), current=current,
-        transition_seq=transition_seq,
+        transition_seq=transition_seq, transition_position=transition_position,
         first_stale=first_ref if stale else None, last_stale=last_ref if stale else None,
-        window_first_seq=first.position, window_last_seq=last_f.position,
+        window_first_seq=first.seq, window_first_position=first.position,
+        window_last_seq=last_f.seq, window_last_position=last_f.position,
         window_seconds=window_seconds,
         effect_keys=tuple(e.effect_key for e in effects), effects=tuple(effects),
         sink_outcome=sink, verification=verification, freshness_seconds=freshness,
         confidence=trust, response=RESPONSES[severity],
-        witness=(authority_witness(fs) if fs[0].anchor is not None else witness(transition, transition_seq, fs)),
+        witness=(authority_witness(fs) if fs[0].anchor is not None
+                 else witness(transition, transition_seq, transition_position, fs)),
         grades=grades,
         finding_ids=tuple(f.id for f in fs), responses=responses(f.grade for f in fs))
 
@@ -280,7 +291,7 @@ def by_urgency(incidents: Iterable[Incident]) -> list[Incident]:
     """Most severe first; among equals, what still needs checking (unverified, surer evidence)."""
     return sorted(incidents, key=lambda i: (
         -i.severity.rank, i.verification == "verified", _CONFIDENCE_ORDER.index(i.confidence),
-        i.workflow_key, i.window_first_seq, i.displaced.epoch or 0))
+        i.workflow_key, i.window_first_place, i.displaced.epoch or 0))
 
 
 def timeline_keys(incidents: list[Incident], workflows: WorkflowTable) -> tuple[list[str], list[str]]:

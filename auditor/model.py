@@ -79,6 +79,7 @@ class DiagnosticKind(StrEnum):
     LATE_EXTENSION = "late_extension"
     TAKEOVER_BEFORE_EXPIRY = "takeover_before_expiry"
     EFFECT_AFTER_LEASE_EXPIRY = "effect_after_lease_expiry"
+    MALFORMED_FIELD = "malformed_field"
 
 
 class Outcome(StrEnum):
@@ -182,6 +183,8 @@ class Event:
     expires_at: datetime | None = None
     scope: str | None = None         # as written, or an object's JSON text
     decision: str | None = None      # "continue" | "pause" | "terminate"
+    # SPEC revision 3: 1-based in global observation order (the files as given, then line order)
+    position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +192,16 @@ class QuarantinedLine:
     file: str
     line: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class UnplacedLine:
+    """An event without seq in a key ordered by seq (SPEC rev 3): where it is written, and what it is."""
+
+    file: str
+    line: int
+    workflow_key: str
+    kind: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +219,10 @@ class InputSummary:
     events: int = 0
     duplicates: int = 0
     quarantined: int = 0
+    ignored: int = 0   # lines a vocabulary declares irrelevant ([ignore], SPEC rev 3)
+    unplaced: int = 0  # events without seq in a key ordered by seq (SPEC rev 3): kept, never placed
     quarantine: list[QuarantinedLine] = field(default_factory=list)  # the first few, in file order
+    unplaced_first: list[UnplacedLine] = field(default_factory=list)  # the first few, in file order
     skipped: list[SkippedPath] = field(default_factory=list)  # not read, from this process's discovery
 
 
@@ -218,9 +234,11 @@ class Finding:
     rejection that resolved a ``rejected_attempt``; ``epochs`` lists, for a ``double_commit``, every
     epoch that had committed the effect key up to and including this commit;
     ``unstable_effect_key`` marks the double commit of one ``step_id`` under different effect keys.
-    ``seq`` is the event's seq, null when its log gave none; ``position`` is its place in the key's
-    order (the seq, or the observation position when the key lacks seq): the other ``*_seq`` fields
-    are positions too. ``file`` and ``line`` locate the event in its source.
+    ``seq`` is the event's seq, null when its log gave none; ``position`` is its place in global
+    observation order (SPEC rev 3: 1-based, the files as given, then line order). Every ``*_seq``
+    field is a seq or null (never an invented one, where the key is ordered by observation) and has
+    a ``*_position`` beside it. ``place`` is the order the rules use: the seq, or in a key without
+    any seq, the position. ``file`` and ``line`` locate the event in its source.
     """
 
     id: str
@@ -234,6 +252,7 @@ class Finding:
     current_epoch: int | None
     current_worker: str | None
     transition_seq: int | None
+    transition_position: int | None
     effect_key: str | None = None
     step_id: str | None = None
     sink: str | None = None
@@ -241,6 +260,7 @@ class Finding:
     ts: str | None = None
     outcome: Outcome | None = None
     receipt_seq: int | None = None
+    receipt_position: int | None = None
     epochs: tuple[int, ...] = ()
     unstable_effect_key: bool = False
     incident_id: str = ""
@@ -253,7 +273,21 @@ class Finding:
     authority_id: str | None = None
     anchor: str | None = None
     since_seq: int | None = None
+    since_position: int | None = None
     since_ts: str | None = None
+
+    @property
+    def place(self) -> int:
+        """Its place in its key's order: the seq, or the position in a key without seq."""
+        return self.position if self.seq is None else self.seq
+
+    @property
+    def transition_place(self) -> int | None:
+        return self.transition_position if self.transition_seq is None else self.transition_seq
+
+    @property
+    def receipt_place(self) -> int | None:
+        return self.receipt_position if self.receipt_seq is None else self.receipt_seq
 
     def to_dict(self) -> dict[str, Any]:
         d = _fields(self)
@@ -268,7 +302,7 @@ build_finding = builder(Finding)
 
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
-    """One diagnostic at one event (``seq`` is its position in the key's order).
+    """One diagnostic at one event: its ``seq`` (null where the key has none) and ``position``.
 
     Lease health's diagnostics also carry ``group``, the dimension group of their key
     (``{"tool": "browser"}``; ``{}`` without dimensions), and ``numbers``, the figures the detail
@@ -284,6 +318,14 @@ class Diagnostic:
     detail: str
     group: dict[str, str | None] | None = None
     numbers: dict[str, float | int | None] | None = None
+    position: int | None = None  # SPEC rev 3: global observation position of the event
+    file: str | None = None      # where it is written, for diagnostics about input (malformed_field)
+    line: int | None = None
+
+    @property
+    def place(self) -> int:
+        """Where it sorts in its key: the seq, else the position (-1 when neither)."""
+        return self.seq if self.seq is not None else self.position if self.position is not None else -1
 
     def to_dict(self) -> dict[str, Any]:
         return _fields(self)
@@ -297,9 +339,10 @@ class Owner:
 
 @dataclass(frozen=True, slots=True)
 class EventRef:
-    """One piece of evidence: seq (null when the log gave none), ts, kind, and where it is written."""
+    """One piece of evidence: seq (null when the log gave none), position, ts, kind, and where it is written."""
 
     seq: int | None
+    position: int | None
     ts: str | None
     kind: Kind
     file: str | None = None
@@ -314,11 +357,15 @@ class EffectOutcome:
     sink_outcome: Outcome
     verified: bool
     verified_seq: int | None = None
+    verified_position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Incident:
-    """Findings of one ``(workflow_key, displaced epoch)``, with the evidence an operator needs."""
+    """Findings of one ``(workflow_key, displaced epoch)``, with the evidence an operator needs.
+
+    Its ``*_seq`` fields are null where the key is ordered by observation; the ``*_position``
+    beside each is always set (SPEC rev 3). ``window_first_place`` is the rules' order."""
 
     id: str
     workflow_key: str
@@ -326,10 +373,13 @@ class Incident:
     displaced: Owner
     current: Owner
     transition_seq: int | None
+    transition_position: int | None
     first_stale: EventRef | None
     last_stale: EventRef | None
-    window_first_seq: int
-    window_last_seq: int
+    window_first_seq: int | None
+    window_first_position: int
+    window_last_seq: int | None
+    window_last_position: int
     window_seconds: float | None
     effect_keys: tuple[str, ...]
     effects: tuple[EffectOutcome, ...]
@@ -342,6 +392,14 @@ class Incident:
     grades: dict[str, int]
     finding_ids: tuple[str, ...] = field(default_factory=tuple)
     responses: tuple[str, ...] = ()  # every distinct action the findings call for, most urgent first
+
+    @property
+    def window_first_place(self) -> int:
+        return self.window_first_position if self.window_first_seq is None else self.window_first_seq
+
+    @property
+    def transition_place(self) -> int | None:
+        return self.transition_position if self.transition_seq is None else self.transition_seq
 
     def to_dict(self) -> dict[str, Any]:
         d = _fields(self)

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from .vocabulary import (AUTHORITY_ID_KINDS, DECISIONS, DEFAULT, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS,
-                         HEARTBEATS, INSTANT_SHAPE, INTEGER_FIELDS, JSON_TEXT_FIELDS, PAYLOAD_KEYS, REASONS, REPORTERS,
-                         SINK_RESULTS, TIME_FIELDS, TS_MILLIS_FROM, UNKNOWN_SINK_RESULT, Vocabulary,
-                         guess_kind, name_key)
+from .vocabulary import (DECISIONS, DEFAULT, EFFECT_KINDS, ENUM_FIELDS, EPOCH_OPTIONAL_KINDS, FIELDS,
+                         HEARTBEATS, INSTANT_SHAPE, INTEGER_FIELDS, JSON_TEXT_FIELDS, KEY_FIELDS, PAYLOAD_KEYS,
+                         REASONS, REPORTERS, REQUIRED_FIELDS, ALIAS_PRIORITY_END, SINK_RESULTS, TIME_FIELDS, TS_MILLIS_FROM,
+                         UNKNOWN_SINK_RESULT, Vocabulary, guess_kind, name_key)
 
 _INSTANT = re.compile(INSTANT_SHAPE)
 _INTEGER = re.compile(r"[+-]?[0-9]+")      # [0-9]: ASCII digits only, never other scripts' digits
@@ -128,16 +128,18 @@ def _attrs(inner: Any, extra: dict[str, Any], keep_payloads: bool) -> dict[str, 
 def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAULT,
               keep_payloads: bool = False) -> dict[str, Any]:
     """The canonical fields of one record given as ``(name, value)`` members (duplicates kept),
-    plus ``attrs`` (a dict or None) and ``ts_epoch`` (seconds, when ``ts`` was a number);
-    raises ``Rejected`` with the quarantine reason.
+    plus ``attrs`` (a dict or None), ``ts_epoch`` (seconds, when ``ts`` was a number) and
+    ``dropped`` (the descriptive fields whose value could not be read and was dropped, SPEC
+    revision 3's ``malformed_field``); raises ``Rejected`` with the quarantine reason.
 
-    ``seq`` may come back None (the store then orders the key by observation). ``ts`` is as
-    written; whether it parses as RFC 3339 is left to the store (DuckDB's cast), which drops it
-    when it does not.
+    The sources of a field are its canonical spellings (any case, camelCase) and its ``--map``
+    names; different non-empty values among them make the line ambiguous, whatever their order.
+    A built-in alias is read only when none of them is given (unread, it goes to ``attrs``).
+    ``seq`` may come back None (the store then decides whether the key is ordered by observation
+    or the event is unplaced). ``ts`` is as written; whether it parses as RFC 3339 is left to the
+    store (DuckDB's cast), which drops it, and reports it dropped, when it does not.
     """
-    chosen: dict[str, tuple[int, Any]] = {}
-    seen: dict[tuple[str, int], tuple[str, Any]] = {}
-    nested: list[tuple[str, int, Any]] = []
+    given: dict[str, list[tuple[str, int, Any]]] = {}
     extra: dict[str, Any] = {}
     inner = None
     field_of = vocabulary.field_of
@@ -152,53 +154,47 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
                 extra[name] = value
             continue
         f, prio = hit
-        if isinstance(value, (dict, list)):
-            if f not in JSON_TEXT_FIELDS:
-                nested.append((f, prio, value))
-                continue
+        if f in JSON_TEXT_FIELDS and isinstance(value, (dict, list)):
             value = _json_text(value)
         if value is None or (isinstance(value, str) and not value.strip()):
-            continue  # empty is absent: the next alias may fill the field
-        prev = seen.get((f, prio))
-        if prev is not None:
-            if prev[1] != value or type(prev[1]) is not type(value):
-                names = f'"{name}" twice' if prev[0] == name else f'"{prev[0]}" and "{name}"'
-                raise Rejected(reason("ambiguous", field=f, names=names))
-            continue
-        seen[(f, prio)] = (name, value)
-        if f not in chosen or prio < chosen[f][0]:
-            chosen[f] = (prio, value)
-    get = {f: v for f, (_, v) in chosen.items()}.get
+            continue  # empty is absent: an alias may fill the field
+        given.setdefault(f, []).append((name, prio, value))
+    picked: dict[str, tuple[str, Any]] = {}
+    for f, sources in given.items():
+        primary = [(n, v) for n, prio, v in sources if not 0 < prio < ALIAS_PRIORITY_END]
+        if primary:  # the field's own spellings and --map names: aliases beside them go to attrs
+            for n, prio, v in sources:
+                if 0 < prio < ALIAS_PRIORITY_END:
+                    extra.setdefault(n, v)
+        picked[f] = _agree(f, primary or [(n, v) for n, _, v in sources], vocabulary)
+    get = {f: v for f, (_, v) in picked.items()}.get
+    dropped: set[str] = set()
 
     raw_kind = get("kind")
-    kind, implied = None, {}
-    if raw_kind is not None:
-        hit = vocabulary.kind_of(_text(raw_kind))
-        if hit is not None:
-            kind, implied = hit
-    for f, prio, value in nested:
-        if f == "epoch" and kind == "outcome_verified":
-            continue  # epoch on outcome_verified is ignored, whatever it holds
-        if f in chosen and chosen[f][0] < prio:
-            continue  # an alias the field (or an earlier alias) overrides is never read
-        raise Rejected(reason("nested", field=f, what="an object" if isinstance(value, dict) else "an array"))
-
+    hit = None if raw_kind is None or isinstance(raw_kind, (dict, list)) else vocabulary.kind_of(_text(raw_kind))
+    kind = None if hit is None else hit[0]
+    # An object or array costs the line only in a field the event's kind reads.
+    for f in ("seq", "workflow_key", "kind", "epoch", "effect_key"):
+        if (f == "epoch" and kind == "outcome_verified") or (f == "effect_key" and kind not in EFFECT_KINDS):
+            continue
+        _scalar(f, get(f))
     key = get("workflow_key")
     if key is None:
         raise Rejected(reason("key_missing"))
     key = _as_key("workflow_key", key)
     if raw_kind is None:
         raise Rejected(reason("kind_missing"))
-    if kind is None:
+    if hit is None:
         text = _text(raw_kind).strip()
         name = text if _BARE_TOML_KEY.fullmatch(text) else json.dumps(text)
         raise Rejected(reason("kind_unknown", value=_shown(raw_kind, 60), name=name[:60],
                               guess=guess_kind(name_key(text))))
+    implied = hit[1]
     seq = get("seq")
     if seq is not None:
         seq = _as_int("seq", seq)
     epoch = None
-    if kind != "outcome_verified":
+    if kind != "outcome_verified":  # epoch on outcome_verified is ignored, whatever it holds
         epoch = get("epoch")
         if epoch is not None:
             epoch = _as_int("epoch", epoch)
@@ -207,53 +203,151 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
         elif kind not in EPOCH_OPTIONAL_KINDS:
             raise Rejected(reason("epoch_missing", kind=kind))
     effect_key = get("effect_key")
-    if effect_key is not None:
+    if kind in EFFECT_KINDS:
+        if effect_key is None:
+            raise Rejected(reason("effect_key_missing", kind=kind))
         effect_key = _as_key("effect_key", effect_key)
-    elif kind in EFFECT_KINDS:
-        raise Rejected(reason("effect_key_missing", kind=kind))
+    elif effect_key is not None:  # a field the kind does not use never costs the line
+        effect_key = _key_or_none(effect_key)
+        if effect_key is None:
+            dropped.add("effect_key")
+
+    # Descriptive fields (SPEC rev 3): a value that cannot be read is dropped, the event stays,
+    # and the drop is reported (malformed_field). Authority fields never cost a line either.
+    def text_of(f: str) -> str | None:
+        v = get(f)
+        if v is None:
+            return None
+        if isinstance(v, (dict, list)):
+            dropped.add(f)
+            return None
+        return _text(v)
 
     authority_id = get("authority_id")
     if authority_id is not None:
-        authority_id = _as_key("authority_id", authority_id)
-    elif kind in AUTHORITY_ID_KINDS:
-        raise Rejected(reason("authority_id_missing", kind=kind))
+        authority_id = _key_or_none(authority_id)
+        if authority_id is None:
+            dropped.add("authority_id")
     decision = _choice(get("decision"), DECISIONS)
-    if kind == "revalidated" and decision is None:
-        given = get("decision")
-        raise Rejected(reason("decision_missing", value="missing" if given is None else f'"{_shown(given, 40)}"'))
-
+    if decision is None and (kind == "revalidated" or get("decision") is not None):
+        dropped.add("decision")  # a revalidation without a readable decision decides nothing
     sink_result = None
     if kind == "effect_attempted":
         sink_result = implied.get("sink_result")
-        if sink_result is None and (given := get("sink_result")) is not None:
-            sink_result = _text(given).strip().lower()
+        if sink_result is None and (given_result := text_of("sink_result")) is not None:
+            sink_result = given_result.strip().lower()
             if sink_result not in SINK_RESULTS:
                 sink_result = UNKNOWN_SINK_RESULT
-    reporter = get("reporter")
+                dropped.add("sink_result")
+    reporter = text_of("reporter")
     if reporter is not None:
-        reporter = _text(reporter).strip()
+        reporter = reporter.strip()
         if reporter.lower() in REPORTERS:
             reporter = reporter.lower()
     ts, ts_epoch = get("ts"), None
     if ts is not None:
-        ts, ts_epoch = _ts(ts)
-    out = {"seq": seq, "workflow_key": key, "kind": kind, "epoch": epoch,
-           "worker": _text(get("worker")) if get("worker") is not None else "unknown",
-           "effect_key": effect_key}
+        ts, ts_epoch = (None, None) if isinstance(ts, (dict, list)) else _ts(ts)
+        if ts is None:
+            dropped.add("ts")
+    out = {"seq": seq, "workflow_key": key, "kind": kind, "epoch": epoch, "effect_key": effect_key}
+    worker = text_of("worker")
+    out["worker"] = "unknown" if worker is None else worker
     for f in ("sink", "step_id", "event_id"):
-        v = get(f)
-        out[f] = None if v is None else _text(v)
+        out[f] = text_of(f)
     out["sink_result"], out["reporter"], out["ts"], out["ts_epoch"] = sink_result, reporter, ts, ts_epoch
-    # Sections 7 and 8: descriptive, so an unknown value is dropped and never costs the line.
     for f in TIME_FIELDS:
-        out[f] = _instant(get(f))
-    out["heartbeat"] = implied.get("heartbeat") or _choice(get("heartbeat"), HEARTBEATS)
+        v = get(f)
+        out[f] = None if v is None or isinstance(v, (dict, list)) else _instant(v)
+        if v is not None and out[f] is None:
+            dropped.add(f)
+    heartbeat = implied.get("heartbeat")
+    if heartbeat is None and get("heartbeat") is not None:
+        heartbeat = _choice(get("heartbeat"), HEARTBEATS)
+        if heartbeat is None:
+            dropped.add("heartbeat")
+    out["heartbeat"] = heartbeat
     out["decision"], out["authority_id"] = decision, authority_id
     for f in ("reason", "scope"):
-        v = get(f)
-        out[f] = None if v is None else _text(v)
+        out[f] = text_of(f)
     out["attrs"] = _attrs(inner, extra, keep_payloads) if (inner is not None or extra) else None
+    out["dropped"] = sorted(dropped) or None
     return out
+
+
+def _agree(f: str, sources: list[tuple[str, Any]], vocabulary: Vocabulary) -> tuple[str, Any]:
+    """The one value the sources of ``f`` give (the first, when they agree after normalization);
+    ``Rejected`` as ambiguous when two disagree. An object or array where another source gives a
+    value is ambiguous too, except in a descriptive field, where it is dropped anyway."""
+    first = sources[0]
+    if len(sources) == 1:
+        return first
+    descriptive = f not in REQUIRED_FIELDS
+    if descriptive:
+        readable = [s for s in sources if not isinstance(s[1], (dict, list))]
+        if not readable:
+            return first
+        first = readable[0]
+        sources = readable
+    want = _comparable(f, first[1], vocabulary)
+    for other in sources[1:]:
+        if _comparable(f, other[1], vocabulary) != want:
+            raise Rejected(reason("ambiguous", field=f, first=_spelled(*first), second=_spelled(*other)))
+    return first
+
+
+def _spelled(name: str, value: Any) -> str:
+    return f"{json.dumps(name)}: {_jsonish(value)}"
+
+
+def _jsonish(value: Any) -> str:
+    """A value as a reason shows it: JSON, cut to 40 characters."""
+    if isinstance(value, _Float):
+        return value.text[:40]
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):
+        text = "..."
+    return text if len(text) <= 40 else text[:39] + "\u2026"
+
+
+def _comparable(f: str, v: Any, vocabulary: Vocabulary) -> Any:
+    """What two spellings of ``f`` are compared by: the value as the field reads it (``7`` equals
+    ``"7"``, ``SINK`` equals ``sink``, two writings of one instant are equal)."""
+    if isinstance(v, (dict, list)):
+        return ("object", _json_text(v))
+    if isinstance(v, bool):
+        return ("bool", v)
+    if f in INTEGER_FIELDS:
+        if isinstance(v, int):
+            return v
+        if isinstance(v, str) and _INTEGER.fullmatch(v.strip()):
+            return int(v.strip())
+        return ("text", _text(v))
+    if f == "kind":
+        return vocabulary.kind_of(_text(v)) or ("text", name_key(_text(v)))
+    if f in KEY_FIELDS:
+        return _key_or_none(v) or ("text", _text(v))
+    if f in ENUM_FIELDS:
+        return _text(v).strip().lower()
+    if f == "ts" or f in TIME_FIELDS:
+        t = when(v)
+        return t if t is not None else ("text", _text(v))
+    return _text(v)
+
+
+def _scalar(f: str, v: Any) -> None:
+    """Raise ``Rejected`` when ``v`` is an object or array: in a field that can cost the line, it does."""
+    if isinstance(v, (dict, list)):
+        raise Rejected(reason("nested", field=f, what="an object" if isinstance(v, dict) else "an array"))
+
+
+def _key_or_none(v: Any) -> str | None:
+    """A key's text (a string, or an integer as its decimal text); None for anything else."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    return None
 
 
 def _choice(v: Any, allowed: tuple[str, ...]) -> str | None:
@@ -426,7 +520,7 @@ def _shallow_members(text: str) -> list[tuple[str, Any]]:
     raise Rejected(reason("not_json"))
 
 
-_OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "rejected")
+_OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "rejected", "dropped")
 
 
 def normalize_line(text: str, vocabulary: Vocabulary = DEFAULT, keep_payloads: bool = False) -> str:
@@ -448,6 +542,7 @@ def normalize_line(text: str, vocabulary: Vocabulary = DEFAULT, keep_payloads: b
 
 #: The shape ``normalize_line``'s output is read back with (DuckDB ``json_transform``).
 SQL_SHAPE = json.dumps({**{f: "VARCHAR" for f in FIELDS}, "seq": "BIGINT", "epoch": "BIGINT",
-                        "ts_epoch": "DOUBLE", "attrs": "VARCHAR", "rejected": "VARCHAR"})
+                        "ts_epoch": "DOUBLE", "attrs": "VARCHAR", "rejected": "VARCHAR",
+                        "dropped": "VARCHAR[]"})
 assert set(json.loads(SQL_SHAPE)) == set(_OUT_FIELDS)
 assert INTEGER_FIELDS == {f for f, t in json.loads(SQL_SHAPE).items() if t == "BIGINT"}

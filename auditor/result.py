@@ -32,7 +32,11 @@ if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
 
 __all__ = ["AuditResult", "AuditSession", "InputSummary", "QuarantinedLine", "SkippedPath", "WorkflowSummary", "WorkflowTable", "SCHEMA"]
 
-SCHEMA = "split-brain-audit/2"
+SCHEMA = "split-brain-audit/3"
+#: Unplaced events that could change a finding (SPEC rev 3): each counts as lost evidence, and an
+#: unplaced ``progress`` too when ``--fail-on`` is ``stale_activity``.
+LOST_WHEN_UNPLACED = frozenset({"lease_acquired", "effect_attempted", "effect_committed", "effect_compensated",
+                                "resumed", "revalidated", "authority_granted", "authority_revoked"})
 LISTS = ("incidents", "findings", "diagnostics", "workflows")  # the document's long lists
 
 
@@ -234,6 +238,8 @@ class AuditResult:
     lease_health: LeaseHealth = NO_LEASE_HEALTH
     #: the timelines a report draws (see ``explain.timeline_keys``), by workflow key
     timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
+    #: SPEC rev 3: unplaced events by kind (no seq in a key ordered by seq)
+    unplaced: dict[str, int] = field(default_factory=dict)
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -265,9 +271,22 @@ class AuditResult:
         return sum(1 for d in self.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT)
 
     @property
+    def unplaced_lost(self) -> int:
+        """Unplaced events that could change a finding at or above ``fail_on`` (SPEC rev 3)."""
+        return sum(n for kind, n in self.unplaced.items()
+                   if kind in LOST_WHEN_UNPLACED or (kind == "progress" and self.fail_on is Grade.STALE_ACTIVITY))
+
+    @property
+    def malformed_lost(self) -> int:
+        """Events whose dropped value was one a finding rule reads (``malformed_field``, SPEC rev 3)."""
+        return sum(d.numbers["lost"] for d in self.diagnostics
+                   if d.kind == DiagnosticKind.MALFORMED_FIELD and d.numbers)
+
+    @property
     def lost(self) -> int:
-        """Evidence the audit could not use: quarantined lines plus ``event_id`` conflicts."""
-        return self.input.quarantined + self.event_id_conflicts
+        """Evidence the audit could not use: quarantined lines, ``event_id`` conflicts, unplaced
+        events that could change a finding, and values a finding rule reads that were dropped."""
+        return self.input.quarantined + self.event_id_conflicts + self.unplaced_lost + self.malformed_lost
 
     @property
     def verdict(self) -> Verdict:
@@ -284,6 +303,7 @@ class AuditResult:
     def evidence_lost(self) -> dict[str, Any]:
         """What was lost and why, for the document's top (before the findings)."""
         return {"quarantined": self.input.quarantined, "event_id_conflicts": self.event_id_conflicts,
+                "unplaced": self.unplaced_lost, "malformed": self.malformed_lost,
                 "allow_quarantined": self.allow_quarantined,
                 "first": [asdict(q) for q in self.input.quarantine]}
 
@@ -385,7 +405,7 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
 
 
 def _keeps(scope: "Scope", d: Diagnostic, groups: set) -> bool:
-    if d.kind == DiagnosticKind.EVENT_ID_CONFLICT:
+    if d.kind in (DiagnosticKind.EVENT_ID_CONFLICT, DiagnosticKind.MALFORMED_FIELD):
         return True
     if d.kind == DiagnosticKind.LEASE_TIMING_RISK:
         return tuple(d.group.items()) in groups

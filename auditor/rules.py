@@ -61,8 +61,8 @@ MEANINGS: dict[Grade, str] = {
 
 
 # Ids: a hash of what identifies the thing, so reruns and re-ingests agree. ``position`` is the
-# event's seq, or its observation position in a key whose log lacks seq (the seq reported is then
-# null, but the id still needs a number that is the same on every rerun of the same input).
+# event's place in its key's order: its seq, or its global observation position in a key whose log
+# lacks seq (the seq reported is then null, and the id hashes the position, SPEC rev 3).
 
 
 _SHA256 = hashlib.sha256
@@ -184,8 +184,8 @@ def confidence(findings: Iterable[Finding], *, observed: bool, capped: bool = Fa
 
 
 def finding_order(f: Finding) -> tuple[str, int, int]:
-    return (f.workflow_key, f.position, GRADE_RANK[f.grade])
+    return (f.workflow_key, f.place, GRADE_RANK[f.grade])
 
 
 def diagnostic_order(d: Diagnostic) -> tuple[str, int, str, int]:
-    return (d.workflow_key, -1 if d.seq is None else d.seq, d.kind.value, -1 if d.epoch is None else d.epoch)
+    return (d.workflow_key, d.place, d.kind.value, -1 if d.epoch is None else d.epoch)

@@ -30,7 +30,7 @@ import duckdb
 
 from .errors import StoreError, StoreLocked
 from .model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind, QuarantinedLine, Reporter,
-                    SinkResult, SkippedPath)
+                    SinkResult, SkippedPath, UnplacedLine)
 from .rules import stable_id
 from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
 from .vocabulary import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KINDS,
@@ -181,21 +181,38 @@ class Store:
             self._read_older_schema()
         else:
             self.con.execute(SQL["schema"])  # adds what an older store lacks
+            self._number_older_events()
 
     def _read_older_schema(self) -> None:
-        """A store written before revision 2, opened read-only, cannot gain the optional columns:
-        read it through a temporary view that adds them as nulls (what such a store holds)."""
+        """A store written before revision 3, opened read-only, cannot gain the columns revisions
+        2 and 3 added: read it through a temporary view that adds them (nulls for the optional
+        fields, as such a store holds none; positions numbered in observation order, and the
+        order detection uses decided again by revision 3's rule)."""
         typed = {"lease_until": "TIMESTAMPTZ", "expires_at": "TIMESTAMPTZ"}
         have = {r[0] for r in self.con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
             "AND schema_name = 'main' AND table_name = 'events'").fetchall()}
         missing = [f for f in OPTIONAL_FIELDS if f not in have]
-        if not have or not missing:
+        if not have or (not missing and "position" in have):
             return
         ((db,),) = self.con.execute("SELECT current_database()").fetchall()
-        added = ", ".join(f"NULL::{typed.get(f, 'VARCHAR')} AS {f}" for f in missing)
+        added = "".join(f", NULL::{typed.get(f, 'VARCHAR')} AS {f}" for f in missing)
         quoted = '"' + db.replace('"', '""') + '"'
-        self.con.execute(f"CREATE TEMP VIEW events AS SELECT *, {added} FROM {quoted}.main.events")
+        if "position" in have:
+            self.con.execute(f"CREATE TEMP VIEW events AS SELECT *{added} FROM {quoted}.main.events")
+            return
+        self.con.execute(
+            f"CREATE TEMP VIEW events AS SELECT * EXCLUDE (ord), CASE WHEN bool_or(seq IS NOT NULL) OVER "
+            f"(PARTITION BY workflow_key) THEN seq ELSE position END AS ord FROM (SELECT *{added}, "
+            f"row_number() OVER (ORDER BY obs) AS position, NULL::VARCHAR[] AS dropped FROM {quoted}.main.events)")
+
+    def _number_older_events(self) -> None:
+        """A store written before revision 3 gains positions, and the order revision 3 decides."""
+        ((unnumbered,),) = self.con.execute("SELECT count(*) FROM events WHERE position IS NULL").fetchall()
+        if unnumbered:
+            with self.transaction():
+                self.con.execute(SQL["positions"], [0])
+                self.con.execute(SQL["observed_order"])
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -357,6 +374,7 @@ class Store:
             con.execute(
                 "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
+            con.execute(SQL["positions"], [source_id])
             con.execute(SQL["observed_order"])
         return SourceCounts(name, lines_read, added, normalized - added, quarantined)
 
@@ -444,6 +462,7 @@ class Store:
             con.execute("INSERT INTO sources SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                         "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
                         "unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
+            con.execute(SQL["positions"], [first])
             con.execute(SQL["observed_order"])
         return out
 
@@ -534,8 +553,20 @@ class Store:
         files = [r[0] for r in self.con.execute(  # a live processor appends one name many times
             "SELECT name FROM sources GROUP BY name ORDER BY min(source_id)").fetchall()]
         sample = [QuarantinedLine(*r) for r in self.con.execute(SQL["quarantine_first"], [first]).fetchall()]
-        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), sample,
-                            list(self.skipped))
+        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined),
+                            unplaced=sum(self.unplaced_kinds().values()), quarantine=sample,
+                            unplaced_first=[UnplacedLine(*r[:4]) for r in self.con.execute(
+                                SQL["unplaced_first"], [first]).fetchall()],
+                            skipped=list(self.skipped))
+
+    def unplaced_kinds(self) -> dict[str, int]:
+        """How many events of each kind are unplaced (SPEC rev 3: no seq in a key ordered by seq)."""
+        return dict(self.con.execute(SQL["unplaced"]).fetchall())
+
+    def malformed_fields(self) -> list[Diagnostic]:
+        """One ``malformed_field`` diagnostic per file and field whose value was dropped on some
+        lines (SPEC rev 3), saying how many lines, the first, and how many lose evidence."""
+        return [malformed_field(*row[:8]) for row in self.con.execute(SQL["malformed"]).fetchall()]
 
     def id_conflicts(self, first: int = 5) -> list[Diagnostic]:
         """One ``event_id_conflict`` per event_id naming different events (all of them kept),
@@ -548,7 +579,7 @@ class Store:
             "ORDER BY q.source_id, q.line")
 
     def events_frame(self) -> "pl.DataFrame":
-        return self._frame(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id, obs")
+        return self._frame(SQL["event_columns"] + " ORDER BY workflow_key, ord NULLS LAST, event_id, obs")
 
     def _frame(self, sql: str) -> "pl.DataFrame":
         import polars as pl
@@ -556,7 +587,8 @@ class Store:
         return pl.from_arrow(self.con.sql(sql).to_arrow_table())
 
     def events_of(self, workflow_key: str, limit: int | None = None) -> list[Event]:
-        sql = SQL["event_columns"] + " WHERE workflow_key = ? ORDER BY ord, event_id, obs"
+        # unplaced events (no seq in a key ordered by seq) last, in observation order
+        sql = SQL["event_columns"] + " WHERE workflow_key = ? ORDER BY ord NULLS LAST, event_id, obs"
         params: list[Any] = [workflow_key]
         if limit is not None:
             sql += " LIMIT ?"
@@ -564,10 +596,11 @@ class Store:
         return [_event(r) for r in self.con.execute(sql, params).fetchall()]
 
     def iter_events(self, batch: int = 100_000) -> Iterator[Event]:
-        """Every event in authoritative order per workflow key (the live detector's feed)."""
+        """Every placed event in authoritative order per workflow key (the live detector's feed;
+        unplaced events, without seq in a key ordered by seq, have no place in it)."""
         cur = self.con.cursor()
         cur.execute(QUIET)
-        cur.execute(SQL["event_columns"] + " ORDER BY workflow_key, ord, event_id, obs")
+        cur.execute(SQL["event_columns"] + " WHERE ord IS NOT NULL ORDER BY workflow_key, ord, event_id, obs")
         while rows := cur.fetchmany(batch):
             yield from (_event(r) for r in rows)
 
@@ -585,6 +618,23 @@ def id_conflict(event_id: str, rows: list[tuple], first: int = 5) -> Diagnostic:
                       DiagnosticKind.EVENT_ID_CONFLICT, key, seq, None, detail)
 
 
+def malformed_field(file: str, name: str, lines: int, first_line: int, key: str, seq: int | None,
+                    position: int | None, lost: int) -> Diagnostic:
+    """The ``malformed_field`` diagnostic of one file and field: ``lines`` events whose value of
+    field ``name`` was dropped (the first at ``first_line``), ``lost`` of them in a field a finding
+    rule reads (so the verdict cannot be a pass)."""
+    what = ("missing or not continue, pause or terminate: the revalidation decides nothing"
+            if name == "decision" else "an object, an array or a value the format does not know")
+    detail = (f'"{name}" could not be read on {lines:,} line{"s" if lines != 1 else ""} of {file} (first: line '
+              f"{first_line}): {what}; the value was dropped and the event kept")
+    if lost:
+        detail += (f"; {lost:,} of them lose evidence a finding rule reads, so a pass cannot be claimed; "
+                   "write the value in the shape the format describes")
+    return Diagnostic(stable_id("d-", key, DiagnosticKind.MALFORMED_FIELD, file, name), DiagnosticKind.MALFORMED_FIELD,
+                      key, seq, None, detail, numbers={"lines": lines, "lost": lost}, position=position,
+                      file=file, line=first_line)
+
+
 def _cause(e: BaseException) -> str:
     """The first line of an error, without DuckDB's "IO Error: " style prefix."""
     text = (str(e).strip().splitlines() or [type(e).__name__])[0]
@@ -594,7 +644,7 @@ def _cause(e: BaseException) -> str:
 def _event(row: tuple) -> Event:
     """An ``event_columns`` row as an ``Event``."""
     (seq, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs,
-     lease_until, heartbeat, reason, authority_id, expires_at, scope, decision) = row
+     lease_until, heartbeat, reason, authority_id, expires_at, scope, decision, position) = row
     return Event(
         seq=seq, workflow_key=key, kind=Kind(kind), epoch=epoch, worker=worker,
         effect_key=effect_key, sink=sink,
@@ -602,4 +652,4 @@ def _event(row: tuple) -> Event:
         reporter=_REPORTERS.get(reporter, reporter),  # an unknown reporter is kept as given
         step_id=step_id, ts=ts, event_id=eid, attrs=json.loads(attrs) if attrs else None,
         lease_until=lease_until, heartbeat=heartbeat, reason=reason, authority_id=authority_id,
-        expires_at=expires_at, scope=scope, decision=decision)
+        expires_at=expires_at, scope=scope, decision=decision, position=position)

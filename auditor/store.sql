@@ -39,7 +39,11 @@ CREATE TABLE IF NOT EXISTS events (
     authority_id VARCHAR,
     expires_at   TIMESTAMPTZ,      -- the mandate's expiry (authority_granted)
     scope        VARCHAR,
-    decision     VARCHAR           -- 'continue' | 'pause' | 'terminate' (revalidated)
+    decision     VARCHAR,          -- 'continue' | 'pause' | 'terminate' (revalidated)
+    -- Revision 3: the event's place in global observation order (1-based: the files as given,
+    -- then line order), and the descriptive fields whose unreadable value was dropped.
+    position     BIGINT,
+    dropped      VARCHAR[]
 );
 ALTER TABLE events ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS heartbeat VARCHAR;
@@ -48,6 +52,8 @@ ALTER TABLE events ADD COLUMN IF NOT EXISTS authority_id VARCHAR;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS scope VARCHAR;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS decision VARCHAR;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS position BIGINT;
+ALTER TABLE events ADD COLUMN IF NOT EXISTS dropped VARCHAR[];
 CREATE TABLE IF NOT EXISTS quarantine (
     source_id INTEGER NOT NULL,
     line      BIGINT NOT NULL,
@@ -158,7 +164,8 @@ WITH decoded AS (
            CASE WHEN fast THEN j.authority_id ->> '$' ELSE n.authority_id END AS authority_id,
            CASE WHEN fast THEN j.expires_at ELSE n.expires_at END AS expires_at_given,
            CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
-           CASE WHEN fast THEN j.decision ELSE n.decision END AS decision
+           CASE WHEN fast THEN j.decision ELSE n.decision END AS decision,
+           CASE WHEN NOT fast THEN n.dropped END AS dropped_given
     FROM norm
     -- Records Store.append_records took as typed columns (typed_chunk: line, pos and the fast
     -- path's values, what it would read from their JSON text; no optional field given): the
@@ -168,15 +175,27 @@ WITH decoded AS (
            sink_result, reporter, step_id, ts AS ts_given, NULL::TIMESTAMPTZ AS ts_number, event_id, attrs,
            NULL::VARCHAR AS lease_until_given, NULL::VARCHAR AS heartbeat, NULL::VARCHAR AS reason,
            NULL::VARCHAR AS authority_id, NULL::VARCHAR AS expires_at_given, NULL::VARCHAR AS scope,
-           NULL::VARCHAR AS decision
+           NULL::VARCHAR AS decision, NULL::VARCHAR[] AS dropped_given
     FROM typed_chunk
 ), timed AS (
     -- The instants: text is a time only in the shape both engines read alike ($instant_shape:
     -- RFC 3339; normalize.instant is the live side). An unparsable one is dropped, the event
     -- stays (SPEC rev 2); ts is shown as written when it is read.
-    SELECT * EXCLUDE (ts_given, ts_number, ts_read, lease_until_given, expires_at_given),
+    SELECT * EXCLUDE (ts_given, ts_number, ts_read, lease_until_given, expires_at_given, dropped_given),
            coalesce(ts_number, ts_read) AS ts_utc,
-           CASE WHEN ts_number IS NOT NULL OR ts_read IS NOT NULL THEN ts_given END AS ts
+           CASE WHEN ts_number IS NOT NULL OR ts_read IS NOT NULL THEN ts_given END AS ts,
+           -- What was given and could not be read (SPEC rev 3, malformed_field): the normalizer's
+           -- drops, and the instants the shape or the cast refused.
+           CASE WHEN dropped_given IS NOT NULL
+                     OR (ts_given IS NOT NULL AND ts_number IS NULL AND ts_read IS NULL)
+                     OR (lease_until_given IS NOT NULL AND lease_until IS NULL)
+                     OR (expires_at_given IS NOT NULL AND expires_at IS NULL)
+                THEN list_sort(list_distinct(list_concat(
+                         coalesce(dropped_given, []),
+                         CASE WHEN ts_given IS NOT NULL AND ts_number IS NULL AND ts_read IS NULL THEN ['ts'] ELSE [] END,
+                         CASE WHEN lease_until_given IS NOT NULL AND lease_until IS NULL THEN ['lease_until'] ELSE [] END,
+                         CASE WHEN expires_at_given IS NOT NULL AND expires_at IS NULL THEN ['expires_at'] ELSE [] END)))
+           END AS dropped
     FROM (SELECT *,
                  CASE WHEN regexp_full_match(ts_given, $instant_shape)
                       THEN try_cast(upper(ts_given) AS TIMESTAMPTZ) END AS ts_read,
@@ -190,7 +209,8 @@ WITH decoded AS (
     -- different events never share one. The optional fields of revision 2 join the hash only
     -- when one is given: an event without them keeps the id revision 1 derived.
     SELECT *, to_json(struct_pack(*COLUMNS(* EXCLUDE (line, pos, rejected, event_id, ts_utc, lease_until, heartbeat,
-                                                     reason, authority_id, expires_at, scope, decision)))) AS core
+                                                     reason, authority_id, expires_at, scope, decision,
+                                                     dropped)))) AS core
     FROM timed
 ), derived AS (
     -- Only for an event without an id of its own (a span's records all have one).
@@ -213,7 +233,8 @@ SELECT
     effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
     -- A batch of small sources (Store.ingest_many) moves each one's pos to its own 2^36 block.
     attrs, ($source_id + (pos >> 36))::INTEGER AS source_id, line,
-    lease_until, heartbeat, coalesce(rejected, reason) AS reason, authority_id, expires_at, scope, decision
+    lease_until, heartbeat, coalesce(rejected, reason) AS reason, authority_id, expires_at, scope, decision,
+    NULL::BIGINT AS position, CASE WHEN rejected IS NULL THEN dropped END AS dropped
 FROM derived;
 
 -- name: quarantine_staged
@@ -241,7 +262,7 @@ DELETE FROM events WHERE rowid IN (
     SELECT r FROM (
         SELECT r, obs, min(obs) OVER (PARTITION BY event_id, content) AS first
         FROM (SELECT rowid AS r, obs, event_id,
-                     md5(to_json(struct_pack(*COLUMNS(* EXCLUDE (event_id, ord, obs, source_id, line, ts_utc))))) AS content
+                     md5(to_json(struct_pack(*COLUMNS(* EXCLUDE (event_id, ord, obs, source_id, line, ts_utc, position))))) AS content
               FROM events
               -- counted only over the ids the new sources use: no hash table of the whole store
               WHERE hash(event_id) IN (SELECT h FROM (SELECT hash(event_id) AS h FROM events) WHERE h IN (
@@ -257,19 +278,69 @@ WHERE hash(e.event_id) IN (SELECT hash(event_id) FROM events GROUP BY 1 HAVING c
 GROUP BY e.event_id HAVING count(*) > 1
 ORDER BY min(e.obs);
 
+-- name: positions
+-- Every event of the sources from $1 on (those just appended) gets its position: 1-based in global
+-- observation order (the files as given, then line order), after the events already stored, so
+-- positions never move. The source filter keeps a big store's older row groups unread.
+UPDATE events SET position = p.position
+FROM (SELECT obs, (SELECT coalesce(max(position), 0) FROM events WHERE source_id < $1)
+                  + row_number() OVER (ORDER BY obs) AS position
+      FROM events WHERE source_id >= $1 AND position IS NULL) p
+WHERE events.obs = p.obs;
+
 -- name: observed_order
--- A workflow key with any event lacking seq is ordered by observation (file order) throughout;
--- obs is the row's unique identity (event_id is not unique: see id_conflicts).
-UPDATE events SET ord = o.rank
-FROM (SELECT obs, row_number() OVER (PARTITION BY workflow_key ORDER BY obs) AS rank
-      FROM events
-      WHERE workflow_key IN (SELECT DISTINCT workflow_key FROM events WHERE seq IS NULL)) o
-WHERE events.obs = o.obs;
+-- The order detection uses (SPEC section 4, revision 3). A workflow key with any event carrying
+-- seq is ordered by seq, decided over every event stored for it: its events without seq are
+-- unplaced (ord null: kept and counted, never placed). Only a key none of whose events carries
+-- seq is ordered by observation, ord = position. Run after every append: a later file can give
+-- an observed key its first seq.
+UPDATE events SET ord = o.ord
+FROM (SELECT obs, CASE WHEN k.placed THEN seq ELSE position END AS ord
+      FROM events JOIN (SELECT workflow_key, bool_or(seq IS NOT NULL) AS placed FROM events
+                        WHERE workflow_key IN (SELECT DISTINCT workflow_key FROM events WHERE seq IS NULL)
+                        GROUP BY workflow_key) k USING (workflow_key)) o
+WHERE events.obs = o.obs AND events.ord IS DISTINCT FROM o.ord;
 
 -- name: totals
 SELECT coalesce(sum(lines_read), 0), coalesce(sum(events), 0), coalesce(sum(duplicates), 0),
        coalesce(sum(quarantined), 0)
 FROM sources;
+
+-- name: unplaced
+-- Events without seq in keys ordered by seq (SPEC rev 3), by kind: kept, counted, never placed.
+SELECT kind, count(*) FROM events WHERE ord IS NULL GROUP BY kind ORDER BY kind;
+
+-- name: unplaced_first
+-- The first unplaced events, in observation order, with where they are written.
+SELECT s.name, e.line, e.workflow_key, e.kind, e.obs
+FROM events e JOIN sources s USING (source_id)
+WHERE e.ord IS NULL
+ORDER BY e.obs
+LIMIT $1;
+
+-- name: malformed
+-- SPEC rev 3, malformed_field: per file and field, how many events had a value dropped, the
+-- first of them (line, key, position), and how many of those drops lose evidence a finding
+-- rule reads (section 8's expires_at on a grant, decision on a revalidation, an effect's
+-- authority_id, and the ts of an effect in a key with an expiring mandate).
+WITH expiring AS (
+    SELECT DISTINCT workflow_key FROM events WHERE kind = 'authority_granted' AND expires_at IS NOT NULL
+), d AS (
+    SELECT e.source_id, e.obs, e.line, e.workflow_key, e.seq, e.position, e.kind, unnest(e.dropped) AS field
+    FROM events e WHERE e.dropped IS NOT NULL
+)
+SELECT s.name, d.field, count(*) AS lines, arg_min(d.line, d.obs) AS first_line,
+       arg_min(d.workflow_key, d.obs) AS workflow_key, arg_min(d.seq, d.obs) AS seq,
+       arg_min(d.position, d.obs) AS position,
+       count(*) FILTER (WHERE (d.field = 'expires_at' AND d.kind = 'authority_granted')
+                           OR (d.field = 'decision' AND d.kind = 'revalidated')
+                           OR (d.field = 'authority_id' AND d.kind IN ('effect_attempted', 'effect_committed'))
+                           OR (d.field = 'ts' AND d.kind IN ('effect_attempted', 'effect_committed')
+                               AND d.workflow_key IN (SELECT workflow_key FROM expiring))) AS lost,
+       min(d.obs) AS first_obs
+FROM d JOIN sources s USING (source_id)
+GROUP BY d.source_id, s.name, d.field
+ORDER BY d.source_id, d.field;
 
 -- name: quarantine_first
 SELECT s.name, q.line, q.reason
@@ -280,5 +351,5 @@ LIMIT $1;
 -- name: event_columns
 SELECT ord AS seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter,
        step_id, ts, event_id, attrs, lease_until, heartbeat, reason, authority_id, expires_at, scope,
-       decision
+       decision, position
 FROM events;

@@ -42,8 +42,16 @@ HEARTBEATS: tuple[str, ...] = ("ok", "lost")
 DECISIONS: tuple[str, ...] = ("continue", "pause", "terminate")
 #: Fields whose value must be an integer.
 INTEGER_FIELDS = frozenset({"seq", "epoch"})
-#: Fields that can cost a line (SPEC rev 2): everything else only describes the event.
+#: Fields that can cost a line (SPEC rev 2): everything else only describes the event, and a
+#: value of it that cannot be read is dropped and reported (``malformed_field``, rev 3).
 REQUIRED_FIELDS = frozenset({"seq", "workflow_key", "kind", "epoch", "effect_key"})
+#: Fields holding a key: a string, or an integer as its decimal text.
+KEY_FIELDS = frozenset({"workflow_key", "effect_key", "authority_id"})
+#: Fields holding one of a closed list of values, compared case-insensitively.
+ENUM_FIELDS = frozenset({"sink_result", "reporter", "heartbeat", "decision"})
+#: A name's priority in a ``Vocabulary``: the field itself is 0, its built-in aliases 1 up to
+#: this, ``--map`` names from it on. The field and its --map names are its sources (SPEC rev 3).
+ALIAS_PRIORITY_END = 10
 
 #: Other names of a field, tried in this order when the field itself is absent or empty.
 FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
@@ -70,8 +78,6 @@ EFFECT_KINDS = frozenset({"effect_attempted", "effect_committed", "outcome_verif
 #: Kinds recorded by a coordinator, sink or verifier rather than under an owner epoch: ``epoch``
 #: is optional (kept when given); on ``outcome_verified`` it is ignored (SPEC sections 2 and 8).
 EPOCH_OPTIONAL_KINDS = frozenset({"authority_granted", "authority_revoked", "effect_compensated"})
-#: Kinds that name a mandate and cannot be read without its ``authority_id``.
-AUTHORITY_ID_KINDS = frozenset({"authority_granted", "authority_revoked"})
 SINK_RESULTS: tuple[str, ...] = tuple(r.value for r in SinkResult)
 REPORTERS: tuple[str, ...] = tuple(r.value for r in Reporter)
 #: What an unknown ``sink_result`` counts as: the sink's verdict is not known.
@@ -117,13 +123,10 @@ REASONS: Mapping[str, str] = MappingProxyType({
     "negative_epoch": '"epoch" is {value}, expected an integer >= 0',
     "epoch_missing": '"epoch" is missing; every {kind} needs the owner epoch it was produced under',
     "effect_key_missing": '"effect_key" is missing; every {kind} needs the effect key it concerns',
-    "authority_id_missing": '"authority_id" is missing; every {kind} needs the mandate it concerns',
-    "decision_missing": ('"decision" is {value}; a revalidated event needs one of continue, pause, '
-                         'terminate (what the check decided)'),
     "nested": ('"{field}" is {what}, expected a single value; its content is not stored (write the '
                'value itself, or move the structure into "attrs")'),
     "not_text": '"{field}" is {value}, expected a string or an integer',
-    "ambiguous": ('"{field}" is given more than once ({names}) with different values; the line is '
+    "ambiguous": ('"{field}" is given twice with different values ({first} and {second}); the line is '
                   'ambiguous, keep one of them'),
 })
 
@@ -178,9 +181,19 @@ class Vocabulary:
 
     @classmethod
     def build(cls, fields: Mapping[str, str] | None = None, kinds: Mapping[str, str] | None = None,
-              source: str | None = None) -> "Vocabulary":
-        """The SPEC's vocabulary plus ``fields`` (name -> canonical field) and ``kinds`` (name -> kind)."""
-        where = source or "vocabulary"
+              source: str | None = None, lines: Mapping[tuple[str, str], int] | None = None) -> "Vocabulary":
+        """The SPEC's vocabulary plus ``fields`` (name -> canonical field) and ``kinds`` (name -> a
+        kind, or a built-in kind alias and what it implies). ``lines`` says where each
+        ``(table, name)`` entry is written, for the messages of ``VocabularyError``."""
+        lines = lines or {}
+
+        def refuse(table: str, name: str, message: str) -> VocabularyError:
+            line = lines.get((table, name))
+            where = source or "vocabulary"
+            at = f"{where}:{line}" if line is not None else where
+            entry = f"[{table}] {name}" if (table, name) in lines or not lines else name
+            return VocabularyError(f"{at}: {entry} {message}")
+
         names: dict[str, tuple[str, int]] = {}
         for f in FIELDS:
             names[f] = (f, 0)
@@ -188,56 +201,73 @@ class Vocabulary:
                 names[alias] = (f, i)
         for name, target in (fields or {}).items():
             if not isinstance(target, str) or target not in FIELDS:
-                raise VocabularyError(
-                    f'{where}: [fields] {name} = {_toml(target)}: not a canonical field; use one of {", ".join(FIELDS)}')
+                raise refuse("fields", name, f'= {_toml(target)}: not a canonical field; use one of {", ".join(FIELDS)}')
             key = name_key(name)
             if not key or key == "attrs":
-                raise VocabularyError(f'{where}: [fields] {name!r}: not a usable field name')
+                raise refuse("fields", name, "is not a usable field name")
             if names.get(key, (target, 0))[0] != target:
-                raise VocabularyError(
-                    f'{where}: [fields] {name} = "{target}": "{name}" already means "{names[key][0]}"; '
-                    "remove this line")
-            names.setdefault(key, (target, 10 + len(names)))
+                raise refuse("fields", name, f'= "{target}": "{name}" already means "{names[key][0]}"; remove this line')
+            names.setdefault(key, (target, ALIAS_PRIORITY_END + len(names)))
         kind_map: dict[str, tuple[str, Mapping[str, str]]] = {k: (k, _NOTHING) for k in KINDS}
         kind_map.update(KIND_ALIASES)
         for name, target in (kinds or {}).items():
-            if not isinstance(target, str) or target not in KINDS:
-                raise VocabularyError(
-                    f'{where}: [kinds] {name} = {_toml(target)}: not a kind the auditor knows; use one of {_KIND_LIST}')
+            meaning = kind_map.get(target) if isinstance(target, str) and (target in KINDS or target in KIND_ALIASES) else None
+            if meaning is None:
+                raise refuse("kinds", name, f"= {_toml(target)}: not a kind the auditor knows; use one of {_KIND_LIST}")
             key = name_key(name).rsplit(".", 1)[-1]
-            if kind_map.get(key, (target, _NOTHING))[0] != target:
-                raise VocabularyError(
-                    f'{where}: [kinds] {name} = "{target}": "{name}" already means "{kind_map[key][0]}"; '
-                    "remove this line")
-            kind_map.setdefault(key, (target, _NOTHING))
+            if kind_map.get(key, meaning)[0] != meaning[0]:
+                raise refuse("kinds", name, f'= "{target}": "{name}" already means "{kind_map[key][0]}"; remove this line')
+            kind_map.setdefault(key, meaning)
         return cls(MappingProxyType(names), MappingProxyType(kind_map), source,
                    MappingProxyType(dict(fields or {})), MappingProxyType(dict(kinds or {})))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Vocabulary":
-        """Read a ``--map`` TOML file with ``[kinds]`` and ``[fields]`` tables of strings."""
+        """Read a ``--map`` TOML file: ``[kinds]`` and ``[fields]`` tables of ``name = "canonical
+        name"`` strings, and such entries at the top level too, whose right-hand side says which
+        they are (a kind, or a canonical field; SPEC rev 3). Refused with the file, the line and
+        the entry, before any input is read."""
         where = os.fspath(path)
         try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as e:
             raise VocabularyError(f"{where}: cannot read the vocabulary file ({e.strerror or e}); check the path") from e
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        except UnicodeDecodeError as e:
             raise VocabularyError(f"{where}: not a TOML file ({e}); write [kinds] and [fields] tables of "
                                   'name = "canonical name" lines') from e
-        unknown = sorted(set(data) - {"kinds", "fields"})
-        if unknown:
-            raise VocabularyError(f"{where}: unknown table [{unknown[0]}]; a vocabulary file has only "
-                                  "[kinds] and [fields]")
-        tables = {}
-        for table in ("kinds", "fields"):
-            t = data.get(table, {})
-            if not isinstance(t, dict):
-                raise VocabularyError(f"{where}: {table} is not a table; write [{table}] on its own line")
-            for k, v in t.items():
-                if not isinstance(v, str):
-                    raise VocabularyError(f'{where}: [{table}] {k} is {v!r}, expected a string: {k} = "..."')
-            tables[table] = t
-        return cls.build(tables["fields"], tables["kinds"], where)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise VocabularyError(f"{where}: not a TOML file ({e}); write [kinds] and [fields] tables of "
+                                  'name = "canonical name" lines') from e
+        lines = _entry_lines(text)
+        tables: dict[str, dict[str, str]] = {"kinds": {}, "fields": {}}
+        for name, value in data.items():
+            line = lines.get(("", name))
+            at = f"{where}:{line}" if line is not None else where
+            if name in tables:
+                if not isinstance(value, dict):
+                    raise VocabularyError(f"{at}: {name} is not a table; write [{name}] on its own line")
+                for k, v in value.items():
+                    if not isinstance(v, str):
+                        raise VocabularyError(f'{where}:{lines.get((name, k), "?")}: [{name}] {k} is {v!r}, '
+                                              f'expected a string: {k} = "..."')
+                    tables[name][k] = v
+            elif isinstance(value, dict):
+                raise VocabularyError(f"{at}: unknown table [{name}]; a vocabulary file has [kinds] and [fields] "
+                                      'tables, or name = "canonical name" entries at the top')
+            elif not isinstance(value, str):
+                raise VocabularyError(f'{at}: {name} is {value!r}, expected a string: {name} = "..."')
+            elif value in FIELDS:
+                tables["fields"][name] = value
+                lines[("fields", name)] = line
+            elif value in KINDS or value in KIND_ALIASES:
+                tables["kinds"][name] = value
+                lines[("kinds", name)] = line
+            else:
+                raise VocabularyError(f"{at}: {name} = {_toml(value)}: neither a kind nor a canonical field; use "
+                                      f"a kind ({_KIND_LIST}) or a field ({', '.join(FIELDS)})")
+        return cls.build(tables["fields"], tables["kinds"], where, lines)
 
     # Lookups.
 
@@ -252,6 +282,33 @@ class Vocabulary:
             return hit
         key = name_key(name)
         return self.kinds.get(key) or self.kinds.get(key.rsplit(".", 1)[-1])
+
+
+_TABLE_LINE = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(#.*)?$")
+_ENTRY_LINE = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+
+
+def _entry_lines(text: str) -> dict[tuple[str, str], int]:
+    """Where each ``(table, name)`` entry of a vocabulary file is written (1-based lines; the top
+    level is table ``""``), for error messages: tomllib says what it read, not where."""
+    out: dict[tuple[str, str], int] = {}
+    table = ""
+    for n, line in enumerate(text.splitlines(), 1):
+        if m := _TABLE_LINE.match(line):
+            table = m.group(1)
+            out.setdefault(("", table), n)
+            continue
+        if m := _ENTRY_LINE.match(line):
+            raw = m.group(1)
+            if raw.startswith('"'):
+                try:
+                    name = tomllib.loads(f"x = {raw}")["x"]
+                except tomllib.TOMLDecodeError:
+                    continue
+            else:
+                name = raw.strip("'")
+            out.setdefault((table, name), n)
+    return out
 
 
 def vocabulary_of(v: "Vocabulary | str | os.PathLike | None") -> Vocabulary:

@@ -39,7 +39,7 @@ def test_json_to_stdout_is_deterministic_and_summary_goes_to_stderr():
     a, b = run_cli("audit", SEED, "--json", "-"), run_cli("audit", SEED, "--json", "-")
     assert a.stdout == b.stdout
     doc = json.loads(a.stdout)
-    assert doc["schema"] == "split-brain-audit/2" and doc["verdict"] == "fail"
+    assert doc["schema"] == "split-brain-audit/3" and doc["verdict"] == "fail"
     assert [(f["grade"], f["seq"]) for f in doc["findings"]] == [
         ("stale_activity", 6), ("stale_attempt", 7), ("stale_commit", 8), ("double_commit", 9)]
     assert doc["summary"]["clean_handovers"] == 1

@@ -63,9 +63,9 @@ def test_json_says_incomplete_and_what_was_lost_before_the_findings(lossy):
     p = run_cli("audit", str(lossy), "--json", "-")
     assert p.returncode == 3
     doc = json.loads(p.stdout)
-    assert doc["schema"] == "split-brain-audit/2" and doc["verdict"] == "incomplete"
+    assert doc["schema"] == "split-brain-audit/3" and doc["verdict"] == "incomplete"
     assert doc["evidence_lost"] == {
-        "quarantined": 1, "event_id_conflicts": 0, "allow_quarantined": 0,
+        "quarantined": 1, "event_id_conflicts": 0, "unplaced": 0, "malformed": 0, "allow_quarantined": 0,
         "first": [{"file": str(lossy), "line": 10,
                    "reason": '"epoch" is "seventeen", expected an integer in int64 range'}]}
     keys = list(doc)

@@ -19,10 +19,12 @@ from auditor.otel.convert import event_from_record
 from .conftest import FIXTURES, ev, vocabulary_of, write_jsonl
 
 
-def event(d: dict, file: str | None = None, line: int | None = None) -> Event:
+def event(d: dict, file: str | None = None, line: int | None = None, position: int | None = None) -> Event:
     """A canonical dict as an ``Event`` (read from ``file:line``), through the live door's one
-    converter (as the span processor reads it: e.g. ``epoch`` on ``outcome_verified`` is ignored)."""
-    return dataclasses.replace(event_from_record(d), file=file, line=line)
+    converter (as the span processor reads it: e.g. ``epoch`` on ``outcome_verified`` is ignored).
+    Its ``position`` is ``line`` unless told: one file, one event a line."""
+    return dataclasses.replace(event_from_record(d), file=file, line=line,
+                               position=line if position is None else position)
 
 
 def test_finding_fields_seed():

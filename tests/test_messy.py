@@ -26,17 +26,19 @@ def _members(line: str):
 @pytest.mark.parametrize("line, reason", [
     ('{"seq": 1, "workflow_key": {"prompt": "p"}, "kind": "progress", "epoch": 1}',
      NESTED.format("workflow_key", "an object")),
-    ('{"seq": 1, "workflow_key": "k", "kind": "progress", "epoch": 1, "worker": ["w"]}',
-     NESTED.format("worker", "an array")),
     ('{"seq": 1, "workflow_key": "k", "kind": "progress", "epoch": 1, "epoch": 2}',
-     '"epoch" is given more than once ("epoch" twice) with different values; the line is ambiguous, '
+     '"epoch" is given twice with different values ("epoch": 1 and "epoch": 2); the line is ambiguous, '
      "keep one of them"),
     ('{"seq": 1, "workflow_key": "k", "kind": "progress", "epoch": 1, "EPOCH": 2}',
-     '"epoch" is given more than once ("epoch" and "EPOCH") with different values; the line is ambiguous, '
+     '"epoch" is given twice with different values ("epoch": 1 and "EPOCH": 2); the line is ambiguous, '
      "keep one of them"),
     ('{"seq": 1, "workflowKey": "k", "workflow_key": "j", "kind": "progress", "epoch": 1}',
-     '"workflow_key" is given more than once ("workflowKey" and "workflow_key") with different values; '
+     '"workflow_key" is given twice with different values ("workflowKey": "k" and "workflow_key": "j"); '
      "the line is ambiguous, keep one of them"),
+    # SPEC rev 3: built-in aliases that disagree are ambiguous too (neither is the field itself)
+    ('{"seq": 1, "workflow_key": "k", "kind": "progress", "token": 2, "fencing_token": 1}',
+     '"epoch" is given twice with different values ("token": 2 and "fencing_token": 1); the line is '
+     "ambiguous, keep one of them"),
     ('{"seq": 1, "workflow_key": " ", "kind": "progress", "epoch": 1}',
      '"workflow_key" is missing; add the unit that must have one effect owner (or job_id / run_id)'),
     ('{"seq": 1, "workflow_key": true, "kind": "progress", "epoch": 1}',
@@ -90,6 +92,29 @@ def test_quarantine_reasons_exact(line, reason):
     # an alias is read only when the field is absent or empty: an object there, unused, costs nothing
     ({"workflow_key": "k", "job": {"name": "export"}}, {"workflow_key": "k"}),
     ({"epoch": 2, "token": ["a", "b"]}, {"epoch": 2}),
+    # SPEC rev 3: an unread alias goes to attrs (a per-run run_id beside a workflow_key is no conflict)
+    ({"workflow_key": "k", "run_id": "r-7"}, {"workflow_key": "k", "attrs": {"run_id": "r-7"}}),
+    # values are compared after normalization: 7 is "7", SINK is sink, one instant written twice
+    ({"epoch": 7, "Epoch": "7"}, {"epoch": 7}),
+    ({"reporter": "SINK", "Reporter": "sink"}, {"reporter": "sink"}),
+    ({"ts": "2026-07-26T02:00:00Z", "TS": "2026-07-26T02:00:00+00:00"}, {"ts": "2026-07-26T02:00:00Z"}),
+    # SPEC rev 3: an object or array in a descriptive field is dropped and reported; the event stays
+    ({"worker": ["w"]}, {"worker": "unknown", "dropped": ["worker"]}),
+    ({"reporter": ["sink"], "step_id": [1], "ts": {"at": 1}, "sink": {"name": "s"}},
+     {"reporter": None, "step_id": None, "ts": None, "sink": None, "dropped": ["reporter", "sink", "step_id", "ts"]}),
+    ({"worker": {"name": "a"}, "Worker": "b"}, {"worker": "b", "dropped": None}),
+    ({"kind": "effect_attempted", "effect_key": "x", "sink_result": "timeout"},
+     {"sink_result": "unknown", "dropped": ["sink_result"]}),
+    ({"heartbeat": "maybe"}, {"heartbeat": None, "dropped": ["heartbeat"]}),
+    # SPEC rev 3: authority fields never cost a line
+    ({"kind": "authority_granted", "epoch": ""}, {"kind": "authority_granted", "authority_id": None}),
+    ({"kind": "authority_revoked"}, {"kind": "authority_revoked", "authority_id": None}),
+    ({"kind": "revalidated", "decision": "maybe"}, {"decision": None, "dropped": ["decision"]}),
+    ({"kind": "revalidated"}, {"decision": None, "dropped": ["decision"]}),
+    ({"kind": "effect_committed", "effect_key": "x", "authority_id": {"id": 1}},
+     {"authority_id": None, "dropped": ["authority_id"]}),
+    # a field the kind does not use never costs the line: a value it cannot read is dropped
+    ({"kind": "progress", "effect_key": {"k": 1}}, {"effect_key": None, "dropped": ["effect_key"]}),
 ])
 def test_rules_keep_the_event(given, kept):
     out = normalize({**BASE, **given}.items() if "Seq" not in given else
@@ -155,29 +180,52 @@ def test_unmapped_job_log_names_map_then_map_reads_it():
 
 
 @pytest.mark.parametrize("text, error", [
-    ("[kinds]\nresult_committed = 3\n", '[kinds] result_committed is 3, expected a string: result_committed = "..."'),
+    ("[kinds]\nresult_committed = 3\n", '2: [kinds] result_committed is 3, expected a string: result_committed = "..."'),
     ('[kinds]\nresult_committed = "effect_commited"\n',
-     '[kinds] result_committed = "effect_commited": not a kind the auditor knows; use one of lease_acquired, '
+     '2: [kinds] result_committed = "effect_commited": not a kind the auditor knows; use one of lease_acquired, '
      "progress, effect_attempted, effect_committed, outcome_verified, authority_granted, authority_revoked, "
      "resumed, revalidated, effect_compensated"),
     ('[fields]\nlease_token = "epok"\n',
-     '[fields] lease_token = "epok": not a canonical field; use one of seq, workflow_key, kind, epoch, worker, '
+     '2: [fields] lease_token = "epok": not a canonical field; use one of seq, workflow_key, kind, epoch, worker, '
      "effect_key, sink, sink_result, reporter, step_id, ts, event_id, lease_until, heartbeat, reason, "
      "authority_id, expires_at, scope, decision"),
-    ('[fields]\ntoken = "seq"\n', '[fields] token = "seq": "token" already means "epoch"; remove this line'),
+    ('[fields]\ntoken = "seq"\n', '2: [fields] token = "seq": "token" already means "epoch"; remove this line'),
     ('[kinds]\nprogress = "lease_acquired"\n',
-     '[kinds] progress = "lease_acquired": "progress" already means "progress"; remove this line'),
-    ("[aliases]\n", "unknown table [aliases]; a vocabulary file has only [kinds] and [fields]"),
-    ("kinds = 1\n", "kinds is not a table; write [kinds] on its own line"),
+     '2: [kinds] progress = "lease_acquired": "progress" already means "progress"; remove this line'),
+    ("[aliases]\n", '1: unknown table [aliases]; a vocabulary file has [kinds] and [fields] tables, or '
+                    'name = "canonical name" entries at the top'),
+    ("kinds = 1\n", "1: kinds is not a table; write [kinds] on its own line"),
+    # SPEC rev 3: two entries that give one value two kinds, and a top-level entry that maps onto nothing
+    ('[kinds]\n"Claimed job" = "lease_acquired"\n# the same value, another case\n"claimed job" = "progress"\n',
+     '4: [kinds] claimed job = "progress": "claimed job" already means "lease_acquired"; remove this line'),
+    ('result_committed = "effect_committed"\ncharge = "payment"\n',
+     '2: charge = "payment": neither a kind nor a canonical field; use a kind (lease_acquired, progress, '
+     "effect_attempted, effect_committed, outcome_verified, authority_granted, authority_revoked, resumed, "
+     "revalidated, effect_compensated) or a field (seq, workflow_key, kind, epoch, worker, effect_key, sink, "
+     "sink_result, reporter, step_id, ts, event_id, lease_until, heartbeat, reason, authority_id, expires_at, "
+     "scope, decision)"),
 ])
-def test_bad_vocabulary_files_say_file_key_and_fix(tmp_path, text, error):
+def test_bad_vocabulary_files_say_file_line_entry_and_fix(tmp_path, text, error):
     path = tmp_path / "v.toml"
     path.write_text(text)
     with pytest.raises(VocabularyError) as e:
         Vocabulary.load(path)
-    assert str(e.value) == f"{path}: {error}"
+    assert str(e.value) == f"{path}:{error}"
     done = run_cli("audit", str(FIXTURES / "seed_split_brain.jsonl"), "--map", str(path))
-    assert (done.returncode, done.stderr.decode().strip()) == (2, f"Error: {path}: {error}")
+    assert (done.returncode, done.stderr.decode().strip()) == (2, f"Error: {path}:{error}")
+
+
+def test_top_level_entries_in_the_specs_own_syntax_are_read(tmp_path):
+    """SPEC rev 3: an entry at the top level is a kind or a field by its right-hand side; a
+    [kinds] right-hand side may be a built-in alias, carrying what it implies."""
+    path = tmp_path / "v.toml"
+    path.write_text('charge_done = "effect_committed"\nlease_token = "epoch"\n'
+                    '[kinds]\n"fence refused write" = "result_rejected"\n"heartbeat lost" = "heartbeat_lost"\n')
+    v = Vocabulary.load(path)
+    assert v.kind_of("charge_done") == ("effect_committed", {})
+    assert v.field_of("lease_token")[0] == "epoch"
+    assert v.kind_of("Fence refused write") == ("effect_attempted", {"sink_result": "rejected"})
+    assert v.kind_of("heartbeat lost") == ("progress", {"heartbeat": "lost"})
 
 
 def test_not_toml_is_a_clear_error(tmp_path):

@@ -100,12 +100,6 @@ def test_an_event_without_them_keeps_its_revision_1_id(tmp_path):
 
 
 @pytest.mark.parametrize("line, reason", [
-    ({"seq": 1, "workflow_key": "k", "kind": "authority_granted"},
-     '"authority_id" is missing; every authority_granted needs the mandate it concerns'),
-    ({"seq": 1, "workflow_key": "k", "kind": "revalidated", "epoch": 2},
-     '"decision" is missing; a revalidated event needs one of continue, pause, terminate (what the check decided)'),
-    ({"seq": 1, "workflow_key": "k", "kind": "revalidated", "epoch": 2, "decision": "maybe"},
-     '"decision" is "maybe"; a revalidated event needs one of continue, pause, terminate (what the check decided)'),
     ({"seq": 1, "workflow_key": "k", "kind": "resumed"},
      '"epoch" is missing; every resumed needs the owner epoch it was produced under'),
     ({"seq": 1, "workflow_key": "k", "kind": "effect_compensated"},
@@ -115,6 +109,21 @@ def test_authority_kinds_quarantine_what_they_cannot_be_read_without(line, reaso
     with pytest.raises(Rejected) as e:
         normalize(line.items())
     assert str(e.value) == reason
+
+
+@pytest.mark.parametrize("line, kept", [
+    # SPEC rev 3: authority fields never quarantine a line
+    ({"seq": 1, "workflow_key": "k", "kind": "authority_granted"}, {"authority_id": None, "dropped": None}),
+    ({"seq": 1, "workflow_key": "k", "kind": "authority_revoked"}, {"authority_id": None, "dropped": None}),
+    ({"seq": 1, "workflow_key": "k", "kind": "revalidated", "epoch": 2}, {"decision": None, "dropped": ["decision"]}),
+    ({"seq": 1, "workflow_key": "k", "kind": "revalidated", "epoch": 2, "decision": "maybe"},
+     {"decision": None, "dropped": ["decision"]}),
+    ({"seq": 1, "workflow_key": "k", "kind": "revalidated", "epoch": 2, "decision": "Pause"},
+     {"decision": "pause", "dropped": None}),
+])
+def test_authority_fields_never_cost_the_line(line, kept):
+    out = normalize(line.items())
+    assert {k: out[k] for k in kept} == kept
 
 
 def test_a_store_written_before_gains_the_columns(tmp_path):

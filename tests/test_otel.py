@@ -3,6 +3,7 @@ all with the real SDK (TracerProvider, real tracers, InMemorySpanExporter, InMem
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -42,11 +43,16 @@ WITNESS_8 = ("epoch 18 (beta) was acquired at seq 5; epoch 17 (alpha) then commi
              "at seq 8: a displaced owner changed the outside world.")
 
 
+#: Where evidence was read (SPEC rev 3: a position is its place in one input's observation order;
+#: the live door numbers by arrival only the keys it orders so, and leaves the rest to the store).
+PROVENANCE = ("file", "line", "position", "transition_position", "receipt_position", "since_position")
+
+
 def same(f) -> dict:
     """A finding (or its JSON) without its provenance: the same evidence read from another source
-    (file and line) is the same finding."""
+    (file, line and position) is the same finding."""
     d = json.loads(json.dumps(f if isinstance(f, dict) else f.to_dict(), default=str))
-    return {k: v for k, v in d.items() if k not in ("file", "line")}
+    return {k: v for k, v in d.items() if k not in PROVENANCE}
 
 
 def triples(findings):
@@ -264,7 +270,8 @@ def test_live_conversion_agrees_with_the_store_normalizer():
             rejected.append((rec["event_id"], str(err)))
     # SPEC rev 2: an unknown sink_result ("l") counts as unknown, an unknown reporter ("q") is kept
     assert sorted(live) == sorted(stored) == ["a", "b", "c", "d", "e", "l", "q", "r"]
-    assert live == stored
+    # the same events; the store numbers them too (SPEC rev 3), the live door leaves that to it
+    assert live == {k: dataclasses.replace(e, position=None) for k, e in stored.items()}
     assert [r for r, _ in rejected] == ["f", "g", "h", "i", "j", "m", "n", "o", "p", "s"]
     quarantined = store.con.execute("SELECT line, reason FROM quarantine ORDER BY line").fetchall()
     assert [reason for _, reason in quarantined] == [reason for _, reason in rejected]
@@ -744,15 +751,15 @@ def test_seqless_evidence_is_low_confidence_and_named_by_position(caplog):
             with tracer.start_as_current_span("step", attributes=attrs):
                 pass
         processor.force_flush()
-    # Positions are arrival ranks within the key (the seed's other key interleaves, so they are not
-    # its seqs), as the batch audit of the same log without seq numbers them.
+    # Positions are arrival ranks over every span (SPEC rev 3: global observation order), as the
+    # batch audit of the same log without seq numbers its lines.
     assert [(f.grade.value, f.seq, f.position) for f in processor.findings] == [
-        ("stale_activity", None, 4), ("stale_attempt", None, 5), ("stale_commit", None, 6),
-        ("double_commit", None, 7)]
+        ("stale_activity", None, 6), ("stale_attempt", None, 7), ("stale_commit", None, 8),
+        ("double_commit", None, 9)]
     assert {processor.confidence(f) for f in processor.findings} == {Confidence.LOW}
     first = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("split-brain"))
-    assert first.startswith("split-brain stale_activity on ledger/export/2026-07-26 at position 4 (no seq) "
-                            "(confidence low): epoch 18 (beta) was acquired at position 3; ")
+    assert first.startswith("split-brain stale_activity on ledger/export/2026-07-26 at position 6 (no seq) "
+                            "(confidence low): epoch 18 (beta) was acquired at position 5; ")
 
 
 def test_seqless_log_batch_witness_names_positions(tmp_path):
@@ -760,14 +767,14 @@ def test_seqless_log_batch_witness_names_positions(tmp_path):
     log.write_text("".join(json.dumps({k: v for k, v in e.items() if k != "seq"}) + "\n" for e in SEED))
     with audit(log) as result:
         assert [(f.grade.value, f.seq, f.position) for f in result.findings] == [
-            ("stale_activity", None, 4), ("stale_attempt", None, 5), ("stale_commit", None, 6),
-            ("double_commit", None, 7)]
+            ("stale_activity", None, 6), ("stale_attempt", None, 7), ("stale_commit", None, 8),
+            ("double_commit", None, 9)]
         [incident] = result.incidents
     assert incident.confidence is Confidence.LOW
     assert incident.witness == (
-        "epoch 18 (beta) was acquired at position 3; epoch 17 (alpha) then committed "
-        "release-index/2026-07-26 at position 6 (no seq): a displaced owner changed the outside world. "
-        "Epoch 18 (beta) committed release-index/2026-07-26 again at position 7 (no seq) after epoch 17 "
+        "epoch 18 (beta) was acquired at position 5; epoch 17 (alpha) then committed "
+        "release-index/2026-07-26 at position 8 (no seq): a displaced owner changed the outside world. "
+        "Epoch 18 (beta) committed release-index/2026-07-26 again at position 9 (no seq) after epoch 17 "
         "had: the effect happened twice.")
 
 
@@ -797,9 +804,7 @@ def test_authority_attributes_audited_live_as_in_the_store(tmp_path):
     assert [(f.grade.value, f.seq, f.reasons, f.authority_id) for f in processor.findings] == [
         ("unauthorized_commit", 5, ("expired",), "mandate-7")]
     with report(db) as stored:
-        assert [f.to_dict() for f in stored.findings] == [
-            {**f.to_dict(), "file": stored.findings[0].file, "line": stored.findings[0].line}
-            for f in processor.findings]
+        assert [same(f) for f in stored.findings] == [same(f) for f in processor.findings]
 
 
 def test_store_writer_lets_other_processes_in_when_idle(tmp_path):

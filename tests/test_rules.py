@@ -149,7 +149,7 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
 
     seen = 0
     for path in sorted(FIXTURES.glob("*.jsonl")):
-        if path.name.startswith("job_log_mapped"):
+        if path.name.startswith(("job_log_mapped", "job_log_top_level")):
             continue  # read with its --map only
         with audit([path]) as r:
             for f in r.findings:
@@ -163,20 +163,21 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
                 assert build_incident(**values) == i and repr(build_incident(*values.values())) == repr(i)
                 assert build_owner(i.current.worker, i.current.epoch) == i.current
                 for e in i.effects:
-                    assert build_effect(e.effect_key, e.sink_outcome, e.verified, e.verified_seq) == e
+                    assert build_effect(e.effect_key, e.sink_outcome, e.verified, e.verified_seq,
+                                        e.verified_position) == e
                 if i.first_stale is not None:
                     s = i.first_stale
-                    assert build_event_ref(s.seq, s.ts, s.kind, s.file, s.line) == s
+                    assert build_event_ref(s.seq, s.position, s.ts, s.kind, s.file, s.line) == s
     assert seen > 50
-    short = build_finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3)
-    assert short == Finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3)
+    short = build_finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3, 3)
+    assert short == Finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3, 3)
     assert (short.epochs, short.reasons, short.incident_id, short.line) == ((), (), "", None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         short.epoch = 3  # still frozen
     with pytest.raises(TypeError):
         build_finding("f-1")  # the required fields are required
 
-    assert build_incident(*(getattr(i, n) for n in Incident.__slots__[:20])).finding_ids == ()  # default_factory
+    assert build_incident(*(getattr(i, n) for n in Incident.__slots__[:23])).finding_ids == ()  # default_factory
 
     @dataclasses.dataclass(frozen=True, slots=True)
     class Checked:

@@ -66,7 +66,8 @@ class Detection:
     workflows: "pa.Table"
     # The rest covers the keys with findings only: a big audit has a million clean keys.
     handovers: list[Handover]
-    verifications: dict[tuple[str, str], int]   # (workflow_key, effect_key) -> last outcome_verified seq
+    # (workflow_key, effect_key) -> the last outcome_verified: its place in the key's order, its position
+    verifications: dict[tuple[str, str], tuple[int, int]]
     acquirers: dict[tuple[str, int], str]       # (workflow_key, epoch) -> worker who acquired it
     newest_ts: datetime | None
     finding_ts: dict[str, datetime | None] = field(default_factory=dict)  # finding id -> parsed ts
@@ -105,8 +106,9 @@ def detect(store: Store) -> Detection:
         # would otherwise sit on top of the findings.
         diagnosed, workflows, handovers, verifications, acquirers, transition_ts, newest = lean(store, _facts)
         diagnostics = sorted(
-            [*(Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, s, epoch, detail)
-               for kind, k, s, epoch, detail in diagnosed),
+            [*(Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, seq, epoch, detail,
+                          position=pos)
+               for kind, k, s, epoch, detail, seq, pos in diagnosed),
              *authority_notes],
             key=diagnostic_order)
     finally:
@@ -122,7 +124,7 @@ def _facts(con) -> tuple:
     return (con.execute(SQL["diagnostics"]).fetchall(),
             con.sql(SQL["workflows"]).to_arrow_table(),
             [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()],
-            {(k, e): s for k, e, s in con.execute(SQL["verifications"]).fetchall()},
+            {(k, e): (s, pos) for k, e, s, pos in con.execute(SQL["verifications"]).fetchall()},
             {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()},
             {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()},
             con.execute(SQL["newest_ts"]).fetchone()[0])
@@ -168,7 +170,7 @@ def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]
     share = shared.setdefault
     for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
          sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs, sink_result, seq,
-         file, line) in rows:
+         file, line, position, t_pos, receipt_pos) in rows:
         k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
         file = share(file, file)
         if cur_worker is not None:
@@ -176,18 +178,22 @@ def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]
         if grade == "attempt":
             g, resolved = attempt_grade(outcome, sink_result)
             if g is not _REJECTED:
-                receipt = None
+                receipt = receipt_pos = None
         else:
             g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
         epochs = tuple(epochs or ())
+        if seq is None:  # a key ordered by observation: no seq is ever invented (SPEC rev 3)
+            t_seq = receipt = None
         fid = finding_id(k, g, s)
         # Findings carry their incident id from the start, as the live detector fills it in:
         # explain then keeps the finding instead of copying it.
         findings.append(build_finding(
-            id=fid, grade=g, workflow_key=k, seq=seq, position=s, kind=_KINDS[kind], epoch=epoch,
+            id=fid, grade=g, workflow_key=k, seq=seq, position=position, kind=_KINDS[kind], epoch=epoch,
             worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
+            transition_position=t_pos,
             effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
-            outcome=resolved, receipt_seq=receipt, epochs=epochs, unstable_effect_key=bool(unstable),
+            outcome=resolved, receipt_seq=receipt, receipt_position=receipt_pos, epochs=epochs,
+            unstable_effect_key=bool(unstable),
             incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
         finding_ts[fid] = None if ts_utc is None else _EPOCH + timedelta(microseconds=ts_utc)
         if attrs and '"otel.capped": true' in attrs:

@@ -40,7 +40,7 @@ def authorize(con: duckdb.DuckDBPyConnection, findings: list[Finding],
     diagnostics: list[Diagnostic] = []
     rows = con.execute(SQL["authority_events"], [keys]).fetchall()
     for key, group in groupby(rows, key=lambda r: r[1]):
-        by_key[key] = _key(key, [(event_of(r), r[16]) for r in group], by_key[key], key in opted,
+        by_key[key] = _key(key, [(event_of(r), r[17]) for r in group], by_key[key], key in opted,
                            diagnostics, stamps)
     out = rest + [f for fs in by_key.values() for f in fs]
     out.sort(key=finding_order)
@@ -52,9 +52,9 @@ def _key(key: str, events: list, findings: list[Finding], opted: bool,
     if opted:
         tracker = KeyAuthority()
         at: dict[tuple[int, Kind], Finding] = {
-            (f.position, f.kind): f for f in findings if f.grade is not _TWICE and f.kind in (_ATTEMPT, _COMMIT)}
+            (f.place, f.kind): f for f in findings if f.grade is not _TWICE and f.kind in (_ATTEMPT, _COMMIT)}
         judged_at: dict[tuple[int, Kind, Grade], Finding] = {}
-        receipts = {f.receipt_seq for f in findings if f.receipt_seq is not None}
+        receipts = {f.receipt_place for f in findings if f.receipt_place is not None}
         # Unauthorized attempts that are not stale wait for their resolution, as stale ones do.
         waiting: dict[tuple[int, str | None], list[tuple]] = {}
 
@@ -69,11 +69,12 @@ def _key(key: str, events: list, findings: list[Finding], opted: bool,
             verdict, notes = tracker.feed(e, ts)
             for n in notes:
                 kind = DiagnosticKind(n.kind)
-                diagnostics.append(Diagnostic(diagnostic_id(key, kind, n.seq, n.epoch), kind, key, n.seq,
-                                              n.epoch, n.detail))
+                diagnostics.append(Diagnostic(diagnostic_id(key, kind, n.seq, n.epoch), kind, key,
+                                              None if e.observed else n.seq, n.epoch, n.detail,
+                                              position=n.position))
             resolved = waiting.pop((e.epoch, e.effect_key), []) if (resolution := resolves(e)) else []
             for a, a_verdict, a_ts in resolved:
-                judge(a, a_verdict, a_ts, resolution=resolution, receipt=e.seq)
+                judge(a, a_verdict, a_ts, resolution=resolution, receipt=e)
             if verdict is None or e.kind not in (_ATTEMPT, _COMMIT):
                 continue
             stale = at.get((e.seq, e.kind))
@@ -88,15 +89,15 @@ def _key(key: str, events: list, findings: list[Finding], opted: bool,
             for a, a_verdict, a_ts in attempts:
                 judge(a, a_verdict, a_ts)
         replaced = {(s, kind) for s, kind, _ in judged_at}
-        findings = [f for f in findings if (f.position, f.kind) not in replaced or f.grade is _TWICE]
+        findings = [f for f in findings if (f.place, f.kind) not in replaced or f.grade is _TWICE]
         findings += judged_at.values()
-    doubles = [(f.effect_key, f.position) for f in findings if f.grade is _TWICE]
+    doubles = [(f.effect_key, f.place) for f in findings if f.grade is _TWICE]
     compensations = [(e.effect_key, e.seq) for e, _ in events if e.kind is _COMPENSATED]
     if doubles and compensations:
         taken = compensate(doubles, compensations)
         out = []
         for f in findings:
-            if f.grade is _TWICE and f.position in taken:
+            if f.grade is _TWICE and f.place in taken:
                 c = compensated(f, finding_id)
                 stamps[c.id] = stamps.get(f.id)
                 f = c

@@ -8,19 +8,23 @@
 -- more epochs; only stale attempts are resolved; and the findings' events are picked from those
 -- scratch tables, so the events table is scanned for the evidence columns once (evidence).
 
+-- Unplaced events (SPEC rev 3: no seq in a key ordered by seq; ord is null) take no part in any
+-- of it: they are never stale, never resolve, lower or verify anything. Positions (global
+-- observation order) travel beside the order detection uses, for the *_position fields.
+
 -- The scratch tables carry only the columns read after them: at ten million events they are
 -- gigabytes, and what does not fit in memory is written out and read back.
 
 -- name: acquisitions
 CREATE OR REPLACE TEMP TABLE acq AS
-SELECT workflow_key AS k, ord AS s, epoch, worker, ts_utc, event_id, obs,
+SELECT workflow_key AS k, ord AS s, epoch, worker, ts_utc, event_id, obs, seq, position AS pos,
        max(epoch) OVER (PARTITION BY workflow_key ORDER BY ord, event_id, obs
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
-FROM events WHERE kind = 'lease_acquired';
+FROM events WHERE kind = 'lease_acquired' AND ord IS NOT NULL;
 
 -- name: records
 CREATE OR REPLACE TEMP TABLE records AS
-SELECT k, s, epoch, worker, ts_utc,
+SELECT k, s, epoch, worker, ts_utc, pos,
        prev_max IS NOT NULL AS handover
 FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
 
@@ -29,16 +33,18 @@ FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
 -- its first position, and whether it holds owner evidence (not only outcome_verified).
 -- Recorded outside an owner epoch (SPEC section 8): an epoch there is not its evidence.
 CREATE OR REPLACE TEMP TABLE key_epochs AS
-SELECT workflow_key AS k, epoch AS p, min(ord) AS s, bool_or(kind <> 'outcome_verified') AS evidence
+SELECT workflow_key AS k, epoch AS p, min(ord) AS s, bool_or(kind <> 'outcome_verified') AS evidence,
+       arg_min(seq, (ord, event_id, obs)) AS seq, arg_min(position, (ord, event_id, obs)) AS pos
 FROM events
 WHERE kind NOT IN ('lease_acquired', 'authority_granted', 'authority_revoked', 'effect_compensated')
+  AND ord IS NOT NULL
 GROUP BY workflow_key, epoch;
 
 -- name: displacement
 -- For each (k, p) with evidence, the acquisition that displaced epoch p: the earliest record
 -- with a higher epoch.
 CREATE OR REPLACE TEMP TABLE displaced AS
-SELECT ep.k, ep.p, r.s AS t_seq
+SELECT ep.k, ep.p, r.s AS t_seq, r.pos AS t_pos
 FROM (SELECT k, p FROM key_epochs WHERE evidence) ep
 ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 
@@ -46,7 +52,7 @@ ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 -- Every stale event: a lower epoch's evidence at a seq above its displacement.
 CREATE OR REPLACE TEMP TABLE stale AS
 SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_result, d.t_seq,
-       e.event_id, e.obs
+       e.event_id, e.obs, d.t_pos, e.position AS pos
 FROM events e JOIN displaced d ON e.workflow_key = d.k AND e.epoch = d.p
 WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord > d.t_seq;
 
@@ -56,8 +62,8 @@ WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord >
 CREATE OR REPLACE TEMP TABLE commits AS
 SELECT workflow_key AS k, ord AS s, epoch, effect_key, step_id, event_id, obs
 FROM events
-WHERE kind = 'effect_committed'
-  AND workflow_key IN (SELECT workflow_key FROM events WHERE kind = 'effect_committed'
+WHERE kind = 'effect_committed' AND ord IS NOT NULL
+  AND workflow_key IN (SELECT workflow_key FROM events WHERE kind = 'effect_committed' AND ord IS NOT NULL
                        GROUP BY workflow_key HAVING min(epoch) < max(epoch) OR count(epoch) < count(*));
 
 -- name: resolutions
@@ -72,14 +78,17 @@ WITH attempts AS (
     WHERE kind = 'effect_attempted' AND sink_result IS DISTINCT FROM 'rejected'
 ), resolvers AS (
     SELECT e.workflow_key AS k, e.epoch, e.effect_key, e.ord AS s,
-           min({'event_id': e.event_id, 'obs': e.obs, 'committed': e.kind = 'effect_committed'}) AS first
+           min({'event_id': e.event_id, 'obs': e.obs, 'committed': e.kind = 'effect_committed',
+                'pos': e.position}) AS first
     FROM events e
     SEMI JOIN (SELECT DISTINCT k, epoch, effect_key FROM attempts) t
         ON e.workflow_key = t.k AND e.epoch = t.epoch AND e.effect_key = t.effect_key
-    WHERE e.kind = 'effect_committed' OR (e.kind = 'effect_attempted' AND e.sink_result = 'rejected')
+    WHERE (e.kind = 'effect_committed' OR (e.kind = 'effect_attempted' AND e.sink_result = 'rejected'))
+      AND e.ord IS NOT NULL
     GROUP BY e.workflow_key, e.epoch, e.effect_key, e.ord
 )
 SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq, r.first.event_id AS r_eid, r.first.obs AS r_obs,
+       r.first.pos AS r_pos,
        CASE WHEN r.first.committed THEN 'committed' WHEN NOT r.first.committed THEN 'rejected' END AS resolved_as
 FROM attempts a
 ASOF LEFT JOIN resolvers r
@@ -115,13 +124,14 @@ GROUP BY k, step_id, epoch;
 CREATE OR REPLACE TEMP TABLE raw_findings AS
 SELECT 'stale_activity' AS grade, k, s, t_seq, NULL::VARCHAR AS outcome, NULL::BIGINT AS receipt_seq,
        NULL::BIGINT[] AS epochs, false AS unstable, [epoch] AS on_epochs, event_id AS eid,
-       NULL::BIGINT AS em_seq, NULL::VARCHAR AS em_eid, NULL::BIGINT AS em_obs
+       NULL::BIGINT AS em_seq, NULL::VARCHAR AS em_eid, NULL::BIGINT AS em_obs,
+       t_pos, NULL::BIGINT AS receipt_pos
 FROM stale WHERE kind = 'progress'
 UNION ALL
 -- A stale attempt: what resolved it (if anything) goes to Python, where rules.attempt_grade
 -- grades it; "attempt" stands for rejected_attempt or stale_attempt until then.
 SELECT 'attempt', st.k, st.s, st.t_seq, r.resolved_as, r.r_seq, NULL, false, [st.epoch], st.event_id,
-       r.r_seq, r.r_eid, r.r_obs
+       r.r_seq, r.r_eid, r.r_obs, st.t_pos, r.r_pos
 FROM stale st JOIN resolutions r ON st.k = r.k AND st.s = r.s AND st.epoch = r.epoch
     AND st.effect_key = r.effect_key
 WHERE st.kind = 'effect_attempted' AND coalesce(st.sink_result, '') <> 'rejected'
@@ -129,7 +139,7 @@ UNION ALL
 -- A stale rejection is a finding of its own unless it is the receipt of a stale attempt (the
 -- resolution names it: a commit or another rejection at its seq may have resolved the attempt).
 SELECT 'attempt', st.k, st.s, st.t_seq, 'rejected', st.s, NULL, false, [st.epoch], st.event_id,
-       st.s, st.event_id, st.obs
+       st.s, st.event_id, st.obs, st.t_pos, st.pos
 FROM stale st
 WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
   AND NOT EXISTS (
@@ -138,11 +148,13 @@ WHERE st.kind = 'effect_attempted' AND st.sink_result = 'rejected'
       WHERE r.k = st.k AND r.r_seq = st.s AND r.epoch = st.epoch AND r.effect_key = st.effect_key
         AND r.r_obs = st.obs AND a.kind = 'effect_attempted')
 UNION ALL
-SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false, [epoch], event_id, NULL, NULL, NULL
+SELECT 'stale_commit', k, s, t_seq, 'committed', NULL, NULL, false, [epoch], event_id, NULL, NULL, NULL,
+       t_pos, NULL
 FROM stale WHERE kind = 'effect_committed'
 UNION ALL
 SELECT 'double_commit', k, s, NULL, 'committed', NULL,
-       list_sort(list_distinct(flatten(list(epochs)))), bool_or(unstable), list(epoch), NULL, NULL, NULL, NULL
+       list_sort(list_distinct(flatten(list(epochs)))), bool_or(unstable), list(epoch), NULL, NULL, NULL, NULL,
+       NULL, NULL
 FROM (
     SELECT k, s, epochs, false AS unstable, epoch FROM first_commits WHERE nth > 1
     UNION ALL
@@ -179,7 +191,7 @@ QUALIFY row_number() OVER (PARTITION BY f.grade, f.k, f.s, f.outcome
 -- name: evidence
 CREATE OR REPLACE TEMP TABLE evidence AS
 SELECT f.*, e.kind, e.epoch, e.worker, e.effect_key, e.step_id, e.sink, e.reporter, e.ts,
-       e.ts_utc, e.attrs, e.sink_result, e.seq, e.source_id, e.line
+       e.ts_utc, e.attrs, e.sink_result, e.seq, e.source_id, e.line, e.position
 FROM picked f JOIN events e ON e.obs = f.obs;
 
 -- name: finding_rows
@@ -192,7 +204,9 @@ SELECT f.grade, f.k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
        coalesce(f.t_seq, CASE WHEN d.t_seq < f.s THEN d.t_seq END) AS transition_seq,
        f.effect_key, f.step_id, f.sink, f.reporter, f.ts, f.outcome, f.receipt_seq,
        -- ts_utc in microseconds: a time zone's Arrow column imports pandas when read into Python
-       f.epochs, f.unstable, epoch_us(f.ts_utc) AS ts_utc, f.attrs, f.sink_result, f.seq, src.name, f.line
+       f.epochs, f.unstable, epoch_us(f.ts_utc) AS ts_utc, f.attrs, f.sink_result, f.seq, src.name, f.line,
+       f.position, coalesce(f.t_pos, CASE WHEN d.t_seq < f.s THEN d.t_pos END) AS transition_position,
+       f.receipt_pos
 FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
@@ -220,21 +234,21 @@ DROP TABLE picked; DROP TABLE raw_findings;
 CREATE OR REPLACE TEMP TABLE diagnostic_rows AS
 SELECT 'epoch_regression' AS kind, k, s, epoch,
        'acquired epoch ' || epoch || ' (' || worker || ') while epoch ' || prev_max ||
-       ' was already the highest' AS detail
+       ' was already the highest' AS detail, seq, pos
 FROM acq WHERE epoch <= prev_max
 UNION ALL
 SELECT 'unacquired_epoch', e.k, e.s, e.p,
-       'evidence under epoch ' || e.p || ' but this key never shows it acquired'
+       'evidence under epoch ' || e.p || ' but this key never shows it acquired', e.seq, e.pos
 FROM key_epochs e
 WHERE e.p IS NOT NULL AND NOT EXISTS (SELECT 1 FROM acq a WHERE a.k = e.k AND a.epoch = e.p)
 UNION ALL
 SELECT 'ordering_conflict', workflow_key, seq, NULL,
-       count(*) || ' different events share seq ' || seq
-FROM events WHERE seq IS NOT NULL
+       count(*) || ' different events share seq ' || seq, seq, min(position)
+FROM events WHERE seq IS NOT NULL AND ord IS NOT NULL
 GROUP BY workflow_key, seq HAVING count(*) > 1;
 
 -- name: diagnostics
-SELECT kind, k, s, epoch, detail FROM diagnostic_rows;
+SELECT kind, k, s, epoch, detail, seq, pos FROM diagnostic_rows;
 
 -- name: release
 -- What only the findings needed goes before the wide joins against events below.
@@ -253,7 +267,7 @@ CREATE OR REPLACE TEMP TABLE key_counts AS
 SELECT w.*, coalesce(h.n, 0) AS handovers
 FROM (SELECT workflow_key, count(*) AS events,
              count(*) FILTER (WHERE kind = 'lease_acquired') AS acquisitions,
-             bool_or(seq IS NULL) AS observed
+             bool_and(seq IS NULL) AS observed
       FROM events GROUP BY workflow_key) w
 LEFT JOIN (SELECT k, count(*) AS n FROM records WHERE handover GROUP BY k) h ON h.k = w.workflow_key;
 
@@ -267,8 +281,8 @@ SELECT k, s, epoch, worker FROM records WHERE handover AND k IN (SELECT k FROM f
 SELECT k, s, ts_utc FROM records WHERE handover AND k IN (SELECT k FROM finding_keys);
 
 -- name: verifications
-SELECT workflow_key, effect_key, max(ord) AS last_verified
-FROM events WHERE kind = 'outcome_verified' AND workflow_key IN (SELECT k FROM finding_keys)
+SELECT workflow_key, effect_key, max(ord) AS last_verified, arg_max(position, (ord, obs)) AS position
+FROM events WHERE kind = 'outcome_verified' AND ord IS NOT NULL AND workflow_key IN (SELECT k FROM finding_keys)
 GROUP BY workflow_key, effect_key;
 
 -- name: newest_ts
@@ -292,8 +306,9 @@ DROP TABLE IF EXISTS evidence;
 -- checked against this one. ord is the position (seq, or the observation rank of a key lacking seq).
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
        e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
-       e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
+       e.position, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
 FROM events e JOIN sources src USING (source_id)
+WHERE e.ord IS NOT NULL
 ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
 
 -- name: timeline_rows
@@ -305,7 +320,7 @@ ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
 -- position, so no window frame does arithmetic on a position (it may be any int64).
 WITH ev AS (
     SELECT e.*, src.name AS file FROM events e JOIN sources src USING (source_id)
-    WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[]))
+    WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])) AND e.ord IS NOT NULL
 ), per_position AS (
     SELECT workflow_key, ord,
            max(max(epoch) FILTER (WHERE kind = 'lease_acquired')) OVER (
@@ -316,7 +331,7 @@ WITH ev AS (
 SELECT * EXCLUDE (n, obs) FROM (
     SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
            e.reporter, e.step_id, e.ts, e.event_id, e.attrs, e.file, e.line, e.seq IS NULL AS observed,
-           count(*) OVER (PARTITION BY e.workflow_key) AS total, p.highest_before,
+           e.position, count(*) OVER (PARTITION BY e.workflow_key) AS total, p.highest_before,
            CASE WHEN e.kind = 'lease_acquired' THEN max(e.epoch) FILTER (WHERE e.kind = 'lease_acquired') OVER (
                PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id, e.obs
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS prev_max,
@@ -330,16 +345,17 @@ ORDER BY workflow_key, ord, event_id, obs;
 -- The keys under the authority rules (SPEC section 8, opt-in): those whose log holds an authority
 -- kind or an effect naming an authority_id. Then those with compensation records (every key).
 SELECT DISTINCT workflow_key, true AS opted FROM events
-WHERE kind IN ('authority_granted', 'authority_revoked', 'resumed', 'revalidated') OR authority_id IS NOT NULL
+WHERE (kind IN ('authority_granted', 'authority_revoked', 'resumed', 'revalidated') OR authority_id IS NOT NULL)
+  AND ord IS NOT NULL
 UNION ALL
-SELECT DISTINCT workflow_key, false FROM events WHERE kind = 'effect_compensated'
+SELECT DISTINCT workflow_key, false FROM events WHERE kind = 'effect_compensated' AND ord IS NOT NULL
 ORDER BY 1, 2 DESC;
 
 -- name: authority_events
 -- Every event of the keys in $1 in each key's order, as event_rows with the parsed ts (column 17).
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
        e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
-       e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
+       e.position, e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
 FROM events e JOIN sources src USING (source_id)
-WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[]))
+WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])) AND e.ord IS NOT NULL
 ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;

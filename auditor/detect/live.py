@@ -60,7 +60,8 @@ _OWNER_RECORDS = frozenset({Kind.RESUMED, Kind.REVALIDATED})
 class _Key:
     """Everything the rules remember about one workflow key (containers made on first use)."""
 
-    __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "max_epoch", "last_acq_seq", "last_seq",
+    __slots__ = ("rec_seqs", "rec_epochs", "rec_workers", "rec_positions", "max_epoch", "last_acq_seq",
+                 "last_acq_position", "last_seq",
                  "at_last_seq", "acquired", "evidence", "pending", "commits", "steps", "conflicts",
                  "emitted", "touched", "authority", "verdicts", "unresolved", "doubles")
 
@@ -68,18 +69,20 @@ class _Key:
         self.rec_seqs: list[int] = []      # records: acquisitions that raised the highest epoch
         self.rec_epochs: list[int] = []
         self.rec_workers: list[str] = []
+        self.rec_positions: list[int | None] = []  # the records' global positions (SPEC rev 3)
         self.max_epoch: int | None = None  # highest epoch acquired so far
         self.last_acq_seq: int | None = None
+        self.last_acq_position: int | None = None
         self.last_seq: int | None = None   # newest seq fed, and the event(s) fed at it
         self.at_last_seq: Event | list[Event] | None = None
         self.acquired: set[int] | None = None
-        self.evidence: dict[int, int] | None = None  # unacquired epoch -> lowest seq of evidence
+        self.evidence: dict[int, Event] | None = None  # unacquired epoch -> its first evidence
         # (epoch, effect_key) -> stale attempts not resolved yet, each with its stale context
         self.pending: dict[tuple[int, str], list[tuple[Event, int, str, int]]] | None = None
         self.commits: dict[str, dict[int, Event]] | None = None  # effect key -> epoch -> first commit
         self.steps: dict[str, dict[int, Event]] | None = None    # step id -> epoch -> first commit
         self.conflicts: dict[int, int] | None = None  # seq -> index of its ordering_conflict diagnostic
-        self.emitted: set[tuple[Grade, int]] | None = None  # (grade, seq) of findings reported
+        self.emitted: set[tuple[Grade, int]] | None = None  # (grade, place) of findings reported
         self.touched = 0                       # when it was last fed (the detector's event count)
         # SPEC section 8, for keys that opted in (their first authority event): the tracker, the
         # verdicts of stale attempts still pending, and the double commits open to compensation.
@@ -90,28 +93,37 @@ class _Key:
         self.doubles: dict[str | None, list[Finding]] | None = None
 
 
+#: Where an acquisition sits: its place in the key's order and its global position.
+Place = tuple[int, int | None]
+
+
 def _finding(grade: Grade, e: Event, cur_epoch: int | None, cur_worker: str | None,
-             transition: int | None, outcome: Outcome | None = None, receipt: int | None = None,
+             transition: Place | None, outcome: Outcome | None = None, receipt: Event | None = None,
              epochs: tuple[int, ...] = (), unstable: bool = False, incident_epoch: int | None = None) -> Finding:
     k = e.workflow_key
+    observed = e.observed  # a key ordered by observation: positions, never an invented seq
     return Finding(
-        id=finding_id(k, grade, e.seq), grade=grade, workflow_key=k, seq=None if e.observed else e.seq,
-        position=e.seq, kind=e.kind,
+        id=finding_id(k, grade, e.seq), grade=grade, workflow_key=k, seq=None if observed else e.seq,
+        position=e.position, kind=e.kind,
         epoch=e.epoch, worker=e.worker, current_epoch=cur_epoch, current_worker=cur_worker,
-        transition_seq=transition, effect_key=e.effect_key, step_id=e.step_id, sink=e.sink,
+        transition_seq=None if transition is None or observed else transition[0],
+        transition_position=None if transition is None else transition[1],
+        effect_key=e.effect_key, step_id=e.step_id, sink=e.sink,
         reporter=None if e.reporter is None else str(e.reporter),
         ts=rfc3339(e.ts) if type(e.ts) is int else e.ts, outcome=outcome,
-        receipt_seq=receipt, epochs=epochs, unstable_effect_key=unstable,
+        receipt_seq=None if receipt is None or observed else receipt.seq,
+        receipt_position=None if receipt is None else receipt.position,
+        epochs=epochs, unstable_effect_key=unstable,
         incident_id=incident_id(k, e.epoch if incident_epoch is None else incident_epoch),
         file=e.file, line=e.line)
 
 
-def _attempt(waiting: tuple[Event, int, str, int], resolver: Event | None) -> Finding:
+def _attempt(waiting: tuple[Event, int, str, Place], resolver: Event | None) -> Finding:
     """The finding of a stale attempt (with its stale context), resolved by ``resolver`` or not."""
     a, cur_epoch, cur_worker, transition = waiting
     resolution = None if resolver is None else resolved_as(resolver.kind)
     grade, outcome = attempt_grade(resolution, a.sink_result)
-    receipt = resolver.seq if grade is Grade.REJECTED_ATTEMPT else None
+    receipt = resolver if grade is Grade.REJECTED_ATTEMPT else None
     return _finding(grade, a, cur_epoch, cur_worker, transition, outcome, receipt)
 
 
@@ -188,8 +200,8 @@ class LiveDetector:
                 emitted = st.emitted = set()
             unique = []
             for f in found:
-                if (f.grade, f.seq) not in emitted:
-                    emitted.add((f.grade, f.seq))
+                if (f.grade, f.place) not in emitted:
+                    emitted.add((f.grade, f.place))
                     unique.append(f)
             found = unique
         return found
@@ -207,8 +219,8 @@ class LiveDetector:
             if evidence is None:
                 evidence = st.evidence = {}
             first = evidence.get(p)
-            if first is None or s < first:
-                evidence[p] = s
+            if first is None or s < first.seq:
+                evidence[p] = e
         if kind is _VERIFIED or kind in _OWNER_RECORDS:  # resumed, revalidated: evidence of the
             return []                                       # epoch, never a stale effect here
 
@@ -219,7 +231,8 @@ class LiveDetector:
         if n and p < st.rec_epochs[n - 1]:
             self.stale_events += 1
             cur_epoch, cur_worker = st.rec_epochs[n - 1], st.rec_workers[n - 1]
-            transition = seqs[bisect_right(st.rec_epochs, p, 0, n)]
+            t = bisect_right(st.rec_epochs, p, 0, n)
+            transition = (seqs[t], st.rec_positions[t])
             if kind is _PROGRESS:
                 return [_finding(Grade.STALE_ACTIVITY, e, cur_epoch, cur_worker, transition)]
             if kind is _ATTEMPT:
@@ -263,9 +276,12 @@ class LiveDetector:
         at = st.conflicts.get(e.seq)
         if at is None:  # one diagnostic per key and seq, counting every event that shares it
             st.conflicts[e.seq] = len(self._diagnostics)
-            self._diagnose(DiagnosticKind.ORDERING_CONFLICT, e.workflow_key, e.seq, None, detail)
+            first = min(others, key=lambda x: x.position if x.position is not None else 0)
+            self._diagnose(DiagnosticKind.ORDERING_CONFLICT, e.workflow_key, e.seq, None, detail, first)
         else:
-            self._diagnostics[at] = dataclasses.replace(self._diagnostics[at], detail=detail)
+            first = min(x.position for x in others if x.position is not None) if any(
+                x.position is not None for x in others) else None
+            self._diagnostics[at] = dataclasses.replace(self._diagnostics[at], detail=detail, position=first)
         return False
 
     def _acquire(self, st: _Key, e: Event) -> None:
@@ -279,7 +295,7 @@ class LiveDetector:
         if st.last_acq_seq is None or s >= st.last_acq_seq:
             # In order: compare with every acquisition fed so far (same-seq ones included, as
             # the batch detector's running maximum does).
-            st.last_acq_seq = s
+            st.last_acq_seq, st.last_acq_position = s, e.position
             high = st.max_epoch
             if high is not None and p <= high:
                 self._regression(e, high)
@@ -289,6 +305,7 @@ class LiveDetector:
             st.rec_seqs.append(s)
             st.rec_epochs.append(p)
             st.rec_workers.append(e.worker)
+            st.rec_positions.append(e.position)
             st.max_epoch = p
             return
         # Late: insert it where its seq puts it and drop the records it now dominates.
@@ -305,11 +322,12 @@ class LiveDetector:
         st.rec_seqs[n:end] = [s]
         st.rec_epochs[n:end] = [p]
         st.rec_workers[n:end] = [e.worker]
+        st.rec_positions[n:end] = [e.position]
         st.max_epoch = st.rec_epochs[-1]
 
     def _regression(self, e: Event, high: int) -> None:
         self._diagnose(DiagnosticKind.EPOCH_REGRESSION, e.workflow_key, e.seq, e.epoch,
-                       f"acquired epoch {e.epoch} ({e.worker}) while epoch {high} was already the highest")
+                       f"acquired epoch {e.epoch} ({e.worker}) while epoch {high} was already the highest", e)
 
     def _reject(self, st: _Key, e: Event, stale: bool, cur_epoch: int | None, cur_worker: str | None,
                 transition: int | None) -> list[Finding]:
@@ -375,7 +393,8 @@ class LiveDetector:
             low = epochs[0]
             t = bisect_right(st.rec_epochs, low)
             # its lowest epoch's displacement, when that came before the commit
-            transition = st.rec_seqs[t] if t < len(st.rec_seqs) and st.rec_seqs[t] < c.seq else None
+            transition = ((st.rec_seqs[t], st.rec_positions[t]) if t < len(st.rec_seqs) and st.rec_seqs[t] < c.seq
+                          else None)
             out.append(_finding(
                 Grade.DOUBLE_COMMIT, c, st.rec_epochs[n - 1] if n else None,
                 st.rec_workers[n - 1] if n else None,
@@ -416,8 +435,15 @@ class LiveDetector:
             doubles[c.seq] = (c, epochs, step_rule)
         return True
 
-    def _diagnose(self, kind: DiagnosticKind, key: str, seq: int | None, epoch: int | None, detail: str) -> None:
-        self._diagnostics.append(Diagnostic(diagnostic_id(key, kind, seq, epoch), kind, key, seq, epoch, detail))
+    def _diagnose(self, kind: DiagnosticKind, key: str, seq: int | None, epoch: int | None, detail: str,
+                  at: Event | None = None, position: int | None = None) -> None:
+        """A diagnostic at place ``seq`` of ``key``, about the event ``at`` (its seq shown only where
+        its key is ordered by seq) or at ``position``."""
+        observed = at.observed if at is not None else False
+        if at is not None:
+            position = at.position
+        self._diagnostics.append(Diagnostic(diagnostic_id(key, kind, seq, epoch), kind, key,
+                                            None if observed else seq, epoch, detail, position=position))
 
     def finish(self) -> list[Finding]:
         """Settle what is still open: pending stale attempts and never-acquired epochs."""
@@ -434,7 +460,7 @@ class LiveDetector:
             # in feed order, (seq, event_id), as detect.sql picks among attempts sharing a seq
             for w in sorted((w for waiting in st.pending.values() for w in waiting),
                             key=lambda w: (w[0].seq, w[0].event_id or "")):
-                if (Grade.STALE_ATTEMPT, w[0].seq) in emitted:
+                if (Grade.STALE_ATTEMPT, w[0].seq) in emitted:  # the attempt's place
                     continue  # another attempt at the same seq (an ordering conflict)
                 emitted.add((Grade.STALE_ATTEMPT, w[0].seq))
                 out.append(live_authority.verdict_of(st, _attempt(w, None)))
@@ -444,13 +470,13 @@ class LiveDetector:
             # conflict) are one finding in the batch detector too
             emitted = st.emitted if st.emitted is not None else set()
             for f in live_authority.unresolved(st):
-                if (f.grade, f.seq) not in emitted:
-                    emitted.add((f.grade, f.seq))
+                if (f.grade, f.place) not in emitted:
+                    emitted.add((f.grade, f.place))
                     out.append(f)
-        for p, s in sorted((st.evidence or {}).items()):
+        for p, first in sorted((st.evidence or {}).items()):
             if st.acquired is None or p not in st.acquired:
-                self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, s, p,
-                               f"evidence under epoch {p} but this key never shows it acquired")
+                self._diagnose(DiagnosticKind.UNACQUIRED_EPOCH, key, first.seq, p,
+                               f"evidence under epoch {p} but this key never shows it acquired", first)
         st.evidence = None
 
     def _evict(self) -> None:

@@ -26,20 +26,20 @@ def authorize(det: "LiveDetector", st: "_Key", e: Event, found: list[Finding]) -
     keeps its verdict until it is resolved."""
     if st.authority is None:  # opts in now: the acquisitions so far seed the tracker
         st.authority = KeyAuthority.after_acquisitions(
-            st.max_epoch, st.last_acq_seq,
+            st.max_epoch, None if st.last_acq_seq is None else (st.last_acq_seq, st.last_acq_position),
             resumed=len(st.rec_seqs) > 1 or (st.acquired is not None and len(st.acquired) > 1))
     verdict, notes = st.authority.feed(e)
     for n in notes:
-        det._diagnose(DiagnosticKind(n.kind), e.workflow_key, n.seq, n.epoch, n.detail)
+        det._diagnose(DiagnosticKind(n.kind), e.workflow_key, n.seq, n.epoch, n.detail, e)
     found = [verdict_of(st, f) for f in found] if st.verdicts else found
     resolution = resolves(e)
     resolved = st.unresolved.pop((e.epoch, e.effect_key), []) if resolution and st.unresolved else []
     if resolved:
-        found = found + [judged(a, v, None, finding_id, authority_incident_id, resolution, e.seq)
+        found = found + [judged(a, v, None, finding_id, authority_incident_id, resolution, e)
                          for a, v in resolved]
     if verdict is None or (e.kind is not _ATTEMPT and e.kind is not _COMMIT):
         return found
-    mine = [f for f in found if f.position == e.seq and f.kind is e.kind and not f.reasons
+    mine = [f for f in found if f.place == e.seq and f.kind is e.kind and not f.reasons
             and f.grade is not Grade.DOUBLE_COMMIT]
     if mine:
         return [judged(e, verdict, f, finding_id, authority_incident_id) if f in mine else f for f in found]
@@ -51,7 +51,7 @@ def authorize(det: "LiveDetector", st: "_Key", e: Event, found: list[Finding]) -
         st.verdicts[e.seq] = (e, verdict)  # a stale attempt: judged when its finding is made
         return found
     if resolution == "rejected":
-        if resolved or any(f.receipt_seq == e.seq for f in found):
+        if resolved or any(f.receipt_place == e.seq for f in found):
             return found  # the receipt of the attempts it resolved, not a finding of its own
         return found + [judged(e, verdict, None, finding_id, authority_incident_id)]
     if st.unresolved is None:
@@ -63,7 +63,7 @@ def verdict_of(st: "_Key", f: Finding) -> Finding:
     """A stale attempt's finding, judged with the verdict its event got when it was fed."""
     if f.kind is not _ATTEMPT or f.reasons or not st.verdicts:
         return f
-    held = st.verdicts.pop(f.position, None)
+    held = st.verdicts.pop(f.place, None)
     if held is None:
         return f
     return judged(held[0], held[1], f, finding_id, authority_incident_id)
@@ -74,9 +74,9 @@ def compensate(det: "LiveDetector", st: "_Key", e: Event) -> list[Finding]:
     waiting = st.doubles.get(e.effect_key) if st.doubles else None
     if not waiting:
         return []
-    waiting.sort(key=lambda f: f.position)
+    waiting.sort(key=lambda f: f.place)
     for i, d in enumerate(waiting):
-        if d.position < e.seq:
+        if d.place < e.seq:
             del waiting[i]
             det.withdrawn.append(d.id)
             return [compensated(d, finding_id)]

@@ -43,6 +43,7 @@ class LiveEvent(NamedTuple):
     expires_at: Any = None
     scope: str | None = None
     decision: str | None = None
+    position: int | None = None  # SPEC rev 3, as on ``model.Event``
 
 
 _last_second: list = [None, ""]  # the last whole second formatted: spans come in bursts
@@ -61,7 +62,7 @@ def rfc3339(ns: int) -> str:
     return f"{head}.{micros:06d}Z" if micros else head + "Z"
 
 
-_CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line", "observed"))
+_CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line", "observed", "position"))
 
 
 def same_event(a: Event, b: Event) -> bool:

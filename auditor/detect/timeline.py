@@ -60,10 +60,10 @@ class KeyTimeline:
 
 
 def event_of(row: tuple) -> Event:
-    """An ``event_rows`` / ``timeline_rows`` row (its first 16 columns, and the optional fields of
-    sections 7 and 8 last) as an ``Event``."""
+    """An ``event_rows`` / ``timeline_rows`` row (its first 17 columns, and the optional fields of
+    sections 7 and 8 last) as an ``Event``; its ``seq`` is its place in the key's order."""
     (pos, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs,
-     file, line, observed) = row[:16]
+     file, line, observed, position) = row[:17]
     lease_until, heartbeat, reason, authority_id, expires_at, scope, decision = row[-7:]
     return Event(
         seq=pos, workflow_key=key, kind=_KINDS[kind], epoch=epoch, worker=worker, effect_key=effect_key,
@@ -71,7 +71,7 @@ def event_of(row: tuple) -> Event:
         reporter=_REPORTERS.get(reporter, reporter) if reporter else None, step_id=step_id, ts=ts,
         event_id=eid, attrs=json.loads(attrs) if attrs else None, file=file, line=line,
         observed=bool(observed), lease_until=lease_until, heartbeat=heartbeat, reason=reason,
-        authority_id=authority_id, expires_at=expires_at, scope=scope, decision=decision)
+        authority_id=authority_id, expires_at=expires_at, scope=scope, decision=decision, position=position)
 
 
 def iter_events(store: Store, batch: int = 100_000) -> Iterator[Event]:
@@ -105,7 +105,7 @@ def excerpts(store: Store, keys: Iterable[str], findings: Iterable[Finding],
 def takeovers(findings: Iterable[Finding]) -> set[int]:
     """Positions of the acquisitions some finding names as its transition: the takeovers. Every
     other handover is clean (SPEC section 3)."""
-    return {f.transition_seq for f in findings if f.transition_seq is not None}
+    return {f.transition_place for f in findings if f.transition_place is not None}
 
 
 def _timeline(key: str, rows: list[tuple], findings: list[Finding]) -> KeyTimeline:
@@ -113,7 +113,7 @@ def _timeline(key: str, rows: list[tuple], findings: list[Finding]) -> KeyTimeli
     out = []
     for r in rows:
         e = event_of(r)
-        highest, prev = r[17], r[18]
+        highest, prev = r[18], r[19]
         acq = None
         if e.kind is _ACQ:
             role = ("first" if prev is None else "regression" if e.epoch <= prev
@@ -121,7 +121,7 @@ def _timeline(key: str, rows: list[tuple], findings: list[Finding]) -> KeyTimeli
             acq = Acquisition(role, prev)
         stale = (e.kind is not _ACQ and e.epoch is not None and highest is not None and e.epoch < highest)
         out.append(TimelineEvent(e, stale, acq))
-    return KeyTimeline(key, tuple(out), rows[0][16], _partners([t.event for t in out], findings))
+    return KeyTimeline(key, tuple(out), rows[0][17], _partners([t.event for t in out], findings))
 
 
 def _partners(events: list[Event], findings: list[Finding]) -> dict[int, tuple[int, ...]]:
@@ -135,9 +135,9 @@ def _partners(events: list[Event], findings: list[Finding]) -> dict[int, tuple[i
                 continue
             for e in events:
                 same_step = d.unstable_effect_key and d.step_id is not None and e.step_id == d.step_id
-                if (e.kind is _COMMIT and e.epoch == ep and e.seq != d.position
+                if (e.kind is _COMMIT and e.epoch == ep and e.seq != d.place
                         and (e.effect_key == d.effect_key or same_step)):
                     found.append(e.seq)
                     break
-        out[d.position] = tuple(found)
+        out[d.place] = tuple(found)
     return out

@@ -123,6 +123,7 @@ class LiveAudit(StoreWriter, ABC):
         self.dropped_spans = 0        # queue full
         self.dropped_after_shutdown = 0
         self.unmapped = 0             # records the mapping could not turn into events
+        self.unplaced = 0             # events without seq on a key ordered by seq (SPEC rev 3): not fed
         self.persisted = 0            # records handed to the store
         self.persist_failures = 0     # records lost because the store failed
         self.findings: deque[Finding] = deque(maxlen=max_findings)  # the latest reported, to inspect
@@ -152,7 +153,8 @@ class LiveAudit(StoreWriter, ABC):
         self._waiters: deque[threading.Event] = deque()
         self._pending: dict[str, list] = {}      # workflow key -> heap of (seq, id, n, arrival, event)
         self._counter = itertools.count()
-        self._observed: dict[str, int] = {}      # keys ordered by arrival (seq missing): last seq given
+        self._observed: set[str] = set()         # keys ordered by arrival (their first event had no seq)
+        self._arrivals = 0                       # events admitted: an observed key's events are placed by it
         self._lowered: dict[tuple[str, int], Confidence] = {}
         self._records: list[tuple[int, list[dict[str, Any]], Prepared | None]] = []  # see persist.py
         self._unpersisted = 0  # records in _records
@@ -356,7 +358,13 @@ class LiveAudit(StoreWriter, ABC):
         key = rec.get("workflow_key")
         try:
             if key in self._observed or (rec.get("seq") is None and isinstance(key, str)):
-                self._admit_observed(key, event_from_record(rec, seq=0, vocabulary=self._vocabulary))
+                event = event_from_record(rec, seq=0, vocabulary=self._vocabulary)
+                key = event.workflow_key
+                if key not in self._observed and (key in self._pending or self._last_fed_seq(key) is not None):
+                    # SPEC rev 3: a key ordered by seq stays so; this event is unplaced, never judged
+                    self.unplaced += 1
+                    return
+                self._admit_observed(key, event)
             else:
                 event = record_event(rec) if self._typed else None
                 self._admit_event(event or event_from_record(rec, vocabulary=self._vocabulary), now)
@@ -380,13 +388,13 @@ class LiveAudit(StoreWriter, ABC):
         heapq.heappush(heap, (event.seq, event.event_id or "", next(self._counter), now, event))
 
     def _admit_observed(self, key: str, event: Event) -> None:
-        """A key without seq is ordered by arrival, as the batch audit orders it by file position."""
-        last = self._observed.get(key)
-        if last is None:
-            last = self._last_fed_seq(key) or 0
-        self._observed[key] = last + 1
-        event = (event._replace(seq=last + 1, observed=True) if isinstance(event, LiveEvent)
-                 else dataclasses.replace(event, seq=last + 1, observed=True))
+        """A key whose first event had no seq is ordered by arrival, as the batch audit orders a key
+        without any seq by position: each event's place is its arrival number (its position)."""
+        self._observed.add(key)
+        self._arrivals += 1
+        n = self._arrivals
+        event = (event._replace(seq=n, observed=True, position=n) if isinstance(event, LiveEvent)
+                 else dataclasses.replace(event, seq=n, observed=True, position=n))
         self._lower((key, event.seq), Confidence.LOW)
         if LeaseWatch.evidence(event):
             self.lease.track(key)
@@ -462,7 +470,7 @@ class LiveAudit(StoreWriter, ABC):
 
     def confidence(self, f: Finding) -> Confidence:
         """How far the live evidence of ``f`` can be trusted (SPEC section 3, per finding)."""
-        lowered = [self._lowered.get((f.workflow_key, s)) for s in (f.position, f.receipt_seq) if s is not None]
+        lowered = [self._lowered.get((f.workflow_key, s)) for s in (f.place, f.receipt_place) if s is not None]
         return rule_confidence([f], observed=Confidence.LOW in lowered, capped=Confidence.MEDIUM in lowered)
 
     def witness(self, f: Finding) -> str:
@@ -470,9 +478,9 @@ class LiveAudit(StoreWriter, ABC):
         from ..explain import witness
 
         transition = None
-        if f.transition_seq is not None:
-            transition = self._owner_at(f.workflow_key, f.transition_seq)
-        return witness(transition, f.transition_seq, [f])
+        if f.transition_place is not None:
+            transition = self._owner_at(f.workflow_key, f.transition_place)
+        return witness(transition, f.transition_seq, f.transition_position, [f])
 
     def _owner_at(self, key: str, seq: int) -> Owner | None:
         st = self.detector._keys.get(key)  # noqa: SLF001 - same package, read-only

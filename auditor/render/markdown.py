@@ -13,8 +13,8 @@ import re
 from ..model import Confidence, DiagnosticKind, Grade, Incident, Verdict
 from ..result import AuditResult
 from . import visible
-from .words import (CONFIDENCE, LEASE_COLUMNS, actions, effects, freshness, lease_head, lease_row, lost_head,
-                    lost_items, num, plural, seqs, stale_window, verification)
+from .words import (CONFIDENCE, LEASE_COLUMNS, accounting, actions, effects, freshness, lease_head, lease_row, lost_head,
+                    lost_items, num, plural, stale_window, transition, verification, window)
 
 MAX_TABLE = 100  # incidents in the table (a step summary is limited to 1 MiB)
 MAX_DETAILED = 20  # incidents with their witness and actions
@@ -54,9 +54,7 @@ def render_markdown(result: AuditResult) -> str:
         if more > 0:
             out.append(f"- and {plural(more, 'more quarantined line')} (see the JSON document)")
         out.append("")
-    out.append(f"Input: {num(inp.lines_read)} lines read = {num(inp.events)} events + "
-               f"{num(inp.duplicates)} duplicates + {num(inp.quarantined)} quarantined; "
-               f"{plural(len(inp.files), 'file')}; ordering {result.ordering}.")
+    out.append(f"Input: {accounting(inp)}; {plural(len(inp.files), 'file')}; ordering {result.ordering}.")
     if result.scope is not None:
         out.append(f"Scope: {text(result.scope.describe())} (detection ran over every event).")
     out += [f"Workflows {num(s['workflows'])}, acquisitions {num(s['acquisitions'])}, "
@@ -67,7 +65,7 @@ def render_markdown(result: AuditResult) -> str:
     out.append("")
 
     out += _lease_health(result)
-    ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_seq))
+    ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_place))
     out += ["## Incidents, most severe first", ""]
     if not ranked:
         out += ["No incidents.", ""]
@@ -120,8 +118,8 @@ def _row(n: int, inc: Incident) -> str:
     cells = [str(n), inc.severity.value, code(inc.workflow_key),
              _owner(inc.displaced.worker, inc.displaced.epoch),
              _owner(inc.current.worker, inc.current.epoch),
-             "" if inc.transition_seq is None else f"seq {inc.transition_seq}",
-             seqs(inc.window_first_seq, inc.window_last_seq),
+             transition(inc) or "",
+             window(inc),
              ", ".join(f"{code(e.effect_key)} {e.sink_outcome.value}" for e in inc.effects) or "none",
              verification(inc), inc.confidence.value]
     return "| " + " | ".join(cells) + " |"

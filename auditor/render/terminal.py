@@ -16,8 +16,8 @@ from rich.text import Text
 from . import visible
 from ..model import Confidence, DiagnosticKind, Grade, Incident, Verdict
 from ..result import AuditResult
-from .words import (CONFIDENCE, actions, incident_facts, lease_head, lease_row, lost_head,
-                    lost_items, num, plural)
+from .words import (CONFIDENCE, accounting, actions, incident_facts, lease_head, lease_row, lost_head,
+                    lost_items, num, plural, transition)
 
 if TYPE_CHECKING:
     from ..expect import Comparison
@@ -54,9 +54,7 @@ def summary_lines(result: AuditResult) -> list[Text]:
     out.append(verdict)
     out.extend(lost_lines(result))
     out.append(Text(
-        f"input: {num(inp.lines_read)} lines read = {num(inp.events)} events + "
-        f"{num(inp.duplicates)} duplicates + {num(inp.quarantined)} quarantined; "
-        f"{plural(len(inp.files), 'file')}; ordering {result.ordering}"))
+        f"input: {accounting(inp)}; {plural(len(inp.files), 'file')}; ordering {result.ordering}"))
     if inp.skipped:
         first = inp.skipped[0]
         out.append(Text(f"skipped: {plural(len(inp.skipped), 'path')} that "
@@ -84,7 +82,7 @@ def summary_lines(result: AuditResult) -> list[Text]:
         out.append(Text("diagnostics: " + ", ".join(f"{k} {num(n)}" for k, n in sorted(kinds.items()))))
     out.extend(lease_lines(result))
 
-    ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_seq))
+    ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_place))
     if ranked:
         out.append(Text(""))
         out.append(Text("incidents, most severe first:", "bold"))
@@ -148,8 +146,8 @@ def _incident(inc: Incident) -> list[Text]:
     head.append(f" {clean(inc.workflow_key)}  displaced epoch {inc.displaced.epoch} "
                 f"({clean(inc.displaced.worker)}) -> current epoch {inc.current.epoch} "
                 f"({clean(inc.current.worker)})")
-    if inc.transition_seq is not None:
-        head.append(f", takeover at seq {inc.transition_seq}")
+    if (where := transition(inc)) is not None:
+        head.append(f", takeover at {where}")
     lines = [head, Text(f"    {clean(inc.witness)}"), Text("    " + clean("; ".join(incident_facts(inc))))]
     for n, action in enumerate(actions(inc), 1):
         lines.append(Text(f"    {'do:' if n == 1 else '   '} {n}. {action}", "dim"))

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import Confidence, DiagnosticKind, EffectOutcome, Incident, Outcome
+from ..model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
 
 if TYPE_CHECKING:
+    from ..model import InputSummary
     from ..health import GroupHealth, LeaseHealth
     from ..result import AuditResult
 
@@ -47,16 +48,37 @@ def duration(seconds: float) -> str:
     return f"{sign}{hours} h" + (f" {rest} min" if rest else "")
 
 
-def seqs(first: int | None, last: int | None) -> str:
+def seqs(first: int | None, last: int | None, first_position: int | None = None,
+         last_position: int | None = None) -> str:
+    """A span of a key's order: ``seq 6-8``, or where the key has no seq, ``position 6-8`` (SPEC
+    rev 3: a seq is never invented)."""
+    if first is None or last is None:
+        word, first, last = "position", first_position, last_position
+    else:
+        word = "seq"
     if first == last:
-        return f"seq {first}"
-    return f"seq {first}-{last}"
+        return f"{word} {first}"
+    return f"{word} {first}-{last}"
+
+
+def window(inc: Incident) -> str:
+    """An incident's stale window in the words of ``seqs``."""
+    return seqs(inc.window_first_seq, inc.window_last_seq, inc.window_first_position, inc.window_last_position)
+
+
+def transition(inc: Incident) -> str | None:
+    """Where an incident's takeover sits: ``seq 5``, ``position 5`` where the key has no seq, or None."""
+    if inc.transition_seq is not None:
+        return f"seq {inc.transition_seq}"
+    if inc.transition_position is not None:
+        return f"position {inc.transition_position}"
+    return None
 
 
 def stale_window(inc: Incident) -> str:
     """How long the displaced owner acted after the takeover, then where: ``stale for 60 s after
     the takeover, seq 1022-1029``; without timestamps only the seqs."""
-    where = seqs(inc.window_first_seq, inc.window_last_seq)
+    where = window(inc)
     if inc.window_seconds is None:
         return f"stale at {where}"
     if inc.window_seconds >= 0:
@@ -108,19 +130,49 @@ def actions(inc: Incident) -> tuple[str, ...]:
     return inc.responses or (inc.response,)
 
 
+def accounting(inp: "InputSummary") -> str:
+    """``16 lines read = 15 events + 0 duplicates + 1 quarantined`` (``+ N ignored`` when a
+    vocabulary ignores lines), and how many events are unplaced, when any are (SPEC rev 3)."""
+    text = (f"{num(inp.lines_read)} lines read = {num(inp.events)} events + {num(inp.duplicates)} duplicates + "
+            f"{num(inp.quarantined)} quarantined")
+    if inp.ignored:
+        text += f" + {num(inp.ignored)} ignored"
+    if inp.unplaced:
+        text += f" ({num(inp.unplaced)} of the events unplaced: no seq in a key ordered by seq)"
+    return text
+
+
 def lost_head(result: "AuditResult") -> str:
-    """``7 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0)``."""
+    """``7 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0)``, with the
+    unplaced events and unreadable values that lose evidence when there are any (SPEC rev 3)."""
     within = "within" if result.lost <= result.allow_quarantined else "more than"
+    extra = ""
+    if result.unplaced_lost:
+        extra += f", {plural(result.unplaced_lost, 'unplaced event')}"
+    if result.malformed_lost:
+        extra += f", {plural(result.malformed_lost, 'unreadable value')}"
     return (f"{plural(result.input.quarantined, 'quarantined line')}, "
-            f"{plural(result.event_id_conflicts, 'event_id conflict')} "
+            f"{plural(result.event_id_conflicts, 'event_id conflict')}{extra} "
             f"({within} --allow-quarantined {num(result.allow_quarantined)})")
 
 
 def lost_items(result: "AuditResult", limit: int) -> list[str]:
-    """The first ``limit`` lost lines (``file:line: reason``) and conflicts, as raw text."""
+    """The first ``limit`` lost lines (``file:line: reason``), conflicts, unplaced events and
+    unreadable values, as raw text."""
     items = [f"{q.file}:{q.line}: {q.reason}" for q in result.input.quarantine[:limit]]
+    if result.unplaced_lost:
+        items += [f"{u.file}:{u.line}: {u.kind} of {u.workflow_key} has no seq in a key ordered by seq: "
+                  "unplaced, never judged; give it the seq of its revision" for u in result.input.unplaced_first[:limit]]
+    if result.malformed_lost:
+        items += [f"{d.file}:{d.line}: {d.detail}" for d in result.diagnostics
+                  if d.kind == DiagnosticKind.MALFORMED_FIELD and d.numbers and d.numbers["lost"]][:limit]
     conflicts = [d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT]
-    return items + [f"{d.workflow_key} seq {d.seq}: {d.detail}" for d in conflicts[:limit]]
+    return items + [f"{d.workflow_key} {at_diagnostic(d)}: {d.detail}" for d in conflicts[:limit]]
+
+
+def at_diagnostic(d: "Diagnostic") -> str:
+    """Where a diagnostic sits: ``seq 5``, or ``position 5`` when its event has no seq."""
+    return f"seq {d.seq}" if d.seq is not None else f"position {d.position}"
 
 
 # Lease health (SPEC section 7): one row per dimension group, the same cells in every renderer.

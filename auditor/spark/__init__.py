@@ -50,11 +50,11 @@ from .. import Explained, _no_gc, check_events, errors, ordering_of, with_confli
 from ..errors import AuditorError, InputError, at_the_edge
 from ..explain import MAX_TIMELINE_EVENTS, drawn_keys
 from ..limits import Limits
-from ..model import Diagnostic, Finding, Grade, SkippedPath
+from ..model import Diagnostic, Finding, Grade, SkippedPath, UnplacedLine
 from ..result import AuditResult, AuditSession, InputSummary, QuarantinedLine
 from ..result import narrow
 from ..scope import Scope
-from ..store import id_conflict
+from ..store import id_conflict, malformed_field
 from ..vocabulary import Vocabulary, vocabulary_of
 from . import tasks
 
@@ -204,7 +204,7 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         stats.stage1_s = time.perf_counter() - t
 
         t = time.perf_counter()
-        kept = _first_observations(s1).persist(StorageLevel.MEMORY_AND_DISK)
+        kept = _numbered(_first_observations(s1)).persist(StorageLevel.MEMORY_AND_DISK)
         conflicts = _conflicts(kept, names)
         n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
         by_key = kept.drop("_ids").repartition(n, "workflow_key")
@@ -224,22 +224,30 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         stats.stage2_s = time.perf_counter() - t
 
         events = sum(r.events for r in rows if r.kind == "time")
+        t = time.perf_counter()
+        found, read = _merge(rows, stats)
+        del rows
+        unplaced: dict[str, int] = {}
+        for part in read["unplaced"]:
+            for kind, n in part.items():
+                unplaced[kind] = unplaced.get(kind, 0) + n
+        first = sorted((r for part in read["unplaced_first"] for r in part), key=lambda r: r[4])
         summary = InputSummary(
             files=list(dict.fromkeys(names.values())), lines_read=sum(r.lines_read for r in files),
             events=events, duplicates=sum(r.normalized for r in files) - events,
-            quarantined=sum(r.quarantined for r in files), quarantine=quarantine, skipped=skipped)
+            quarantined=sum(r.quarantined for r in files), unplaced=sum(unplaced.values()),
+            quarantine=quarantine, unplaced_first=[UnplacedLine(*r[:4]) for r in first[:tasks.QUARANTINE_FIRST]],
+            skipped=skipped)
         check_events(summary)
-
-        t = time.perf_counter()
-        found = _merge(rows, stats)
-        del rows
+        conflicts += _malformed(read["malformed"])
         health = _lease_health(kept, names, by, heartbeat_misses)
         result = AuditResult(ordering=ordering_of(found.workflows), input=summary,
                              workflows=found.workflows, findings=found.findings,
                              incidents=found.incidents,
                              diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
                              fail_on=fail_on, allow_quarantined=allow_quarantined, engine="spark",
-                             session=AuditSession(None, EVENTS_IN_SPARK), lease_health=health)
+                             session=AuditSession(None, EVENTS_IN_SPARK), lease_health=health,
+                             unplaced=unplaced)
         result = narrow(result, scope)
         stats.merge_s = time.perf_counter() - t
 
@@ -253,20 +261,69 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
     return result, stats
 
 
-def _merge(rows: list, stats: SparkStats) -> Explained:
+def _merge(rows: list, stats: SparkStats) -> tuple[Explained, dict[str, list]]:
     """The partitions' findings, incidents, diagnostics and workflow summaries as one ``Explained``,
-    each list in the document's order; the partitions' timings go to ``stats``."""
+    each list in the document's order, and what each partition read of the input
+    (``tasks.INPUT_PARTS``, one item per partition); the partitions' timings go to ``stats``."""
     merged: dict[str, list] = {kind: [] for kind in tasks.PARTS}
+    read: dict[str, list] = {kind: [] for kind in tasks.INPUT_PARTS}
     with _no_gc():
         for r in rows:
             if r.kind == "time":
                 stats.partitions.append((r.part, r.events, r.keys, r.load_s, r.detect_s))
+            elif r.kind in read:
+                read[r.kind].append(pickle.loads(r.payload))
             else:
                 merged[r.kind].extend(pickle.loads(r.payload))
         for items in merged.values():  # stable: within a key, the partition's order is the document's
             items.sort(key=_workflow_key)
     stats.partitions.sort()
-    return Explained(**merged)
+    return Explained(**merged), read
+
+
+def _malformed(parts: list[list[tuple]]) -> list[Diagnostic]:
+    """The ``malformed_field`` diagnostics of the whole input from the partitions' rows (per file
+    and field: lines and lost summed, the first row the one with the lowest obs), as
+    ``Store.malformed_fields`` gives them on one machine."""
+    by: dict[tuple[str, str], list] = {}
+    for part in parts:
+        for name, fld, lines, first_line, key, seq, position, lost, first_obs in part:
+            have = by.get((name, fld))
+            if have is None:
+                by[(name, fld)] = [lines, first_line, key, seq, position, lost, first_obs]
+                continue
+            have[0] += lines
+            have[5] += lost
+            if first_obs < have[6]:
+                have[1:5] = [first_line, key, seq, position]
+                have[6] = first_obs
+    return [malformed_field(name, fld, *v[:6]) for (name, fld), v in by.items()]
+
+
+def _numbered(kept: "DataFrame") -> "DataFrame":
+    """``kept`` with each event's ``position`` (SPEC rev 3): 1-based in global observation order
+    (``obs``: file, then line), numbered once duplicates collapsed over every file, as one
+    machine numbers them: the events of the files before, then the event's rank in its file.
+    (A global sort numbered by partition is not stable: adaptive execution may split it
+    differently between the count and the numbering.)"""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    counts = kept.groupBy("source_id").agg(F.count("*").alias("n")).collect()
+    rank = F.row_number().over(Window.partitionBy("source_id").orderBy("obs"))
+    return kept.withColumn("position", (F.element_at(_before(counts), F.col("source_id")) + rank).cast("long"))
+
+
+def _before(counts: list) -> Any:
+    """A map column from each group to the rows of the groups before it, given ``counts`` rows
+    ``(group, n)``: what numbering rows in order across groups adds to a row's rank in its own."""
+    from pyspark.sql import functions as F
+
+    offsets, total = [], 0
+    for group, n in sorted(tuple(r) for r in counts):
+        offsets += [F.lit(group), F.lit(total)]
+        total += n
+    return F.create_map(*(offsets or [F.lit(0), F.lit(0)]))
 
 
 def _first_observations(s1: "DataFrame") -> "DataFrame":
@@ -409,16 +466,8 @@ def _dataframe_stage1(df: "DataFrame", keep_payloads: bool, vocabulary: Vocabula
     numbered = df.select(raw.alias("raw"), F.monotonically_increasing_id().alias("mid"))
     # monotonically_increasing_id is (partition << 33) + row within it: numbering in order needs
     # the rows of the partitions before.
-    counts = sorted((r.p, r.n) for r in numbered.groupBy(F.shiftright("mid", 33).alias("p"))
-                    .agg(F.count("*").alias("n")).collect())
-    offsets, total = [], 0
-    for p, n in counts:
-        offsets += [F.lit(p), F.lit(total)]
-        total += n
-    if not offsets:
-        offsets = [F.lit(0), F.lit(0)]
-    line = (F.element_at(F.create_map(*offsets), F.shiftright("mid", 33))
-            + F.col("mid").bitwiseAND((1 << 33) - 1) + 1)
+    counts = numbered.groupBy(F.shiftright("mid", 33).alias("p")).agg(F.count("*").alias("n")).collect()
+    line = (F.element_at(_before(counts), F.shiftright("mid", 33)) + F.col("mid").bitwiseAND((1 << 33) - 1) + 1)
     return (numbered.select(line.cast("long").alias("line"), "raw")
             .mapInArrow(lambda batches: tasks.normalize_rows(batches, DATAFRAME, keep_payloads, vocabulary),
                         tasks.STAGE1))

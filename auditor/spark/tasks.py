@@ -46,7 +46,10 @@ EVENT_COLUMNS = (
     # SPEC sections 7 and 8, instants as microseconds since the epoch too
     # (the reason field travels as reason_field: STAGE1 has a reason column of its own)
     "lease_until_us long, heartbeat string, reason_field string, authority_id string, expires_at_us long, "
-    "scope string, decision string")
+    "scope string, decision string, "
+    # SPEC rev 3: the global position (numbered again once duplicates collapsed over every file)
+    # and the fields whose value was dropped, comma-separated
+    "position long, dropped string")
 EVENT_NAMES = tuple(c.split()[0] for c in EVENT_COLUMNS.split(", "))
 #: Stage 1's output: one row per event (tag e), one of the first quarantined lines of a file (q),
 #: the file's accounting and newest event time in ts_us (s), or a file that could not be read
@@ -56,19 +59,24 @@ STAGE1 = ("tag string, name string, reason string, lines_read long, normalized l
 #: What makes two events with one ``event_id`` the same event (an exact duplicate, collapsed):
 #: every column but the row's identity and ``ts_us`` (parsed from ``ts``), as ``store.sql``'s
 #: ``drop_duplicates`` compares them. One id naming two contents is an ``event_id_conflict``.
-CONTENT_COLUMNS = tuple(c for c in EVENT_NAMES if c not in ("event_id", "obs", "ts_us", "source_id", "line"))
+CONTENT_COLUMNS = tuple(c for c in EVENT_NAMES if c not in ("event_id", "obs", "ts_us", "source_id", "line",
+                                                            "position"))
 #: Stage 2's output: per partition, one row per pickled list and one row (kind "time") of
 #: timings, event count and newest event time. Stage 3's is one row of pickled timelines.
 STAGE2 = ("part int, kind string, payload binary, events long, keys long, load_s double, "
           "detect_s double, newest_us long")
 PARTS = ("findings", "incidents", "diagnostics", "workflows")
+#: ... and what stage 2 reads of the input besides (SPEC rev 3): unplaced events by kind, the first
+#: of them, and the malformed_field rows (each with its first row's obs, to merge them).
+INPUT_PARTS = ("unplaced", "unplaced_first", "malformed")
 STAGE3 = "part int, payload binary"
 
 _EVENTS_OUT = """
 SELECT 'e' AS tag, event_id, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink,
        sink_result, reporter, step_id, ts, epoch_us(ts_utc) AS ts_us, attrs, source_id, line,
        epoch_us(lease_until) AS lease_until_us, heartbeat, reason AS reason_field, authority_id,
-       epoch_us(expires_at) AS expires_at_us, scope, decision
+       epoch_us(expires_at) AS expires_at_us, scope, decision, position,
+       array_to_string(dropped, ',') AS dropped
 FROM events"""
 #: The document lists the first quarantined lines (``Store.input_summary``'s ``first``): no
 #: file can contribute more than that many to it.
@@ -77,13 +85,14 @@ _QUARANTINE_OUT = "SELECT 'q' AS tag, source_id, line, reason FROM quarantine OR
 _EVENTS_IN = """
 INSERT INTO events (event_id, ord, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink,
                     sink_result, reporter, step_id, ts, ts_utc, attrs, source_id, line,
-                    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision)
+                    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision, position, dropped)
 -- In observation order, as one machine appends them: where the detector leaves a tie to row
 -- order (two commits of one step at one seq), both engines then pick the same row.
 SELECT event_id, seq, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink, sink_result,
        reporter, step_id, ts, make_timestamp(ts_us)::TIMESTAMPTZ, attrs, source_id, line,
        make_timestamp(lease_until_us)::TIMESTAMPTZ, heartbeat, reason_field, authority_id,
-       make_timestamp(expires_at_us)::TIMESTAMPTZ, scope, decision
+       make_timestamp(expires_at_us)::TIMESTAMPTZ, scope, decision, position,
+       CASE WHEN dropped IS NOT NULL THEN string_split(dropped, ',') END
 FROM part_events ORDER BY obs"""
 #: The input files' names, which findings and timelines carry as their provenance.
 _SOURCES_IN = """
@@ -218,6 +227,7 @@ def detect_partition(batches: Iterable["pa.RecordBatch"], part: int, names: dict
     import pyarrow as pa
 
     from .. import detect_and_explain
+    from ..store import SQL
 
     t0 = time.perf_counter()
     load_s = detect_s = 0.0
@@ -236,10 +246,14 @@ def detect_partition(batches: Iterable["pa.RecordBatch"], part: int, names: dict
             found = detect_and_explain(store, newest)
             detect_s = time.perf_counter() - t0 - load_s
             keys = len(found.workflows)
-            for kind in PARTS:
+            read = {"unplaced": store.unplaced_kinds(),
+                    "unplaced_first": store.con.execute(SQL["unplaced_first"], [QUARANTINE_FIRST]).fetchall(),
+                    "malformed": store.con.execute(SQL["malformed"]).fetchall()}
+            for kind in PARTS + INPUT_PARTS:
                 rows["part"].append(part)
                 rows["kind"].append(kind)
-                rows["payload"].append(pickle.dumps(getattr(found, kind), pickle.HIGHEST_PROTOCOL))
+                value = read[kind] if kind in read else getattr(found, kind)
+                rows["payload"].append(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
     rows["part"].append(part)
     rows["kind"].append("time")
     rows["payload"].append(None)

@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from .. import visible
 from ...explain import MAX_CARDS, MAX_CLEAN_TIMELINES, MAX_TIMELINES
-from ...result import AuditResult
+from ...result import SCHEMA, AuditResult
 from .context import ReportContext, build_context
 from .format import _key_anchor, _num, _px
 from .timeline import MARK, MAX_MARKS, Timeline
@@ -63,4 +63,4 @@ def render_html(result: AuditResult) -> str:
     Deterministic: the same result gives byte-identical output. Needs no open store: the timelines
     are drawn from the facts the result carries (``result.timelines``).
     """
-    return environment().get_template("report.html.j2").render(report=build_context(result))
+    return environment().get_template("report.html.j2").render(report=build_context(result), schema=SCHEMA)

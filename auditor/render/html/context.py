@@ -18,6 +18,7 @@ from ...explain import MAX_CARDS, MAX_CLEAN_TIMELINES, MAX_TIMELINES, by_urgency
 from ...model import Finding, Grade, Incident
 from ...result import AuditResult, WorkflowSummary
 from ...rules import MEANINGS
+from ..words import transition
 from .format import _duration, _key_anchor, _num, _opt, _owner, _short_owner
 from .lease import LeaseHealthView, lease_view
 from .timeline import Timeline, draw
@@ -52,6 +53,8 @@ class InputView:
     events: str
     duplicates: str
     quarantined: str
+    ignored: str  # "" when no line was ignored ([ignore] in a vocabulary)
+    unplaced: str  # "" when no event is unplaced (no seq in a key ordered by seq, SPEC rev 3)
     ordering: str  # "authoritative", "observed" or "mixed"
     quarantine: list[Quarantined]  # the first quarantined lines, in file order
     quarantine_more: int  # quarantined lines not listed
@@ -95,7 +98,7 @@ class FindingRow:
     id: str
     grade: str
     workflow_key: str
-    seq: str  # "(N)": position N, when the log gave no seq
+    seq: str  # "position N" when the log gave no seq (SPEC rev 3: never an invented seq)
     kind: str
     owner: str  # "17 (alpha)": the table's header says these are epochs
     current: str
@@ -217,7 +220,9 @@ def build_context(result: AuditResult) -> ReportContext:
     wf_rows, workflows_note = _workflow_rows(result.workflows, timelines, clean_timelines, incidents)
     if workflows_note:
         notes.append(workflows_note)
-    diagnostics = [DiagnosticRow(d.kind.value, d.workflow_key, _opt(d.seq), _opt(d.epoch), d.detail)
+    diagnostics = [DiagnosticRow(d.kind.value, d.workflow_key,
+                                 _opt(d.seq) if d.seq is not None or d.position is None else f"position {d.position}",
+                                 _opt(d.epoch), d.detail)
                    for d in result.diagnostics[:MAX_DIAGNOSTIC_ROWS]]
     diagnostics_note = None
     if len(result.diagnostics) > MAX_DIAGNOSTIC_ROWS:
@@ -238,6 +243,7 @@ def build_context(result: AuditResult) -> ReportContext:
         input=InputView(
             files=list(inp.files), lines_read=_num(inp.lines_read), events=_num(inp.events),
             duplicates=_num(inp.duplicates), quarantined=_num(inp.quarantined),
+            ignored=_num(inp.ignored) if inp.ignored else "", unplaced=_num(inp.unplaced) if inp.unplaced else "",
             ordering=result.ordering,
             quarantine=[Quarantined(q.file, q.line, q.reason) for q in inp.quarantine],
             quarantine_more=max(0, inp.quarantined - len(inp.quarantine))),
@@ -280,19 +286,23 @@ def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref
     facts = [
         Fact("displaced owner", _owner(inc.displaced.worker, inc.displaced.epoch), "displaced"),
         Fact("current owner", _owner(inc.current.worker, inc.current.epoch), "current"),
-        Fact("transition", f"seq {inc.transition_seq}" if inc.transition_seq is not None else "not seen"),
+        Fact("transition", transition(inc) or "not seen"),
     ]
-    window = (f"seq {inc.window_first_seq}" if inc.window_first_seq == inc.window_last_seq
-              else f"seqs {inc.window_first_seq}\u2013{inc.window_last_seq}")
+    if inc.window_first_seq is not None and inc.window_last_seq is not None:
+        word, first, last = "seq", inc.window_first_seq, inc.window_last_seq
+    else:
+        word, first, last = "position", inc.window_first_position, inc.window_last_position
+    window = f"{word} {first}" if first == last else f"{word}s {first}\u2013{last}"
     if inc.window_seconds is not None and inc.window_seconds >= 0:
         window += f", until {_duration(inc.window_seconds)} after the transition"
     elif inc.window_seconds is not None:  # late arrival: the source clock disagrees with seq
         window += f", ts {_duration(-inc.window_seconds)} earlier than the transition's ts"
     facts.append(Fact("stale window", window))
-    for label, ref in (("first stale", inc.first_stale), ("last stale", inc.last_stale)):
-        if ref is not None:
-            parts = [f"seq {ref.seq}" if ref.seq is not None else "no seq", ref.kind.value] + (
-                [ref.ts] if ref.ts else []) + ([f"{ref.file}:{ref.line}"] if ref.file and ref.line else [])
+    for label, stale in (("first stale", inc.first_stale), ("last stale", inc.last_stale)):
+        if stale is not None:  # not "ref": that is the timeline's anchor, linked below
+            parts = [f"seq {stale.seq}" if stale.seq is not None else f"position {stale.position} (no seq)",
+                     stale.kind.value] + (
+                [stale.ts] if stale.ts else []) + ([f"{stale.file}:{stale.line}"] if stale.file and stale.line else [])
             facts.append(Fact(label, " \u00b7 ".join(parts)))
     facts.append(Fact("sink", inc.sink_outcome.value if inc.sink_outcome else "no effect",
                       f"sink-{inc.sink_outcome.value}" if inc.sink_outcome else ""))
@@ -305,24 +315,27 @@ def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref
     grades = [GradeCount(g.value, counts[g.value], MEANINGS[g])
               for g in reversed(Grade) if counts.get(g.value)]
     effects = [EffectRow(e.effect_key, e.sink_outcome.value,
-                         f"verified at seq {e.verified_seq}" if e.verified else "unverified", e.verified)
+                         (f"verified at seq {e.verified_seq}" if e.verified_seq is not None
+                          else f"verified at position {e.verified_position}") if e.verified else "unverified",
+                         e.verified)
                for e in inc.effects]
     return IncidentCard(
         id=inc.id, workflow_key=inc.workflow_key, severity=inc.severity.value,
         meaning=MEANINGS[inc.severity], witness=inc.witness, response=inc.response,
         facts=facts, effects=effects, grades=grades,
-        finding_ids=[f.id for f in sorted(findings, key=lambda f: (f.position, f.grade.rank))],
+        finding_ids=[f.id for f in sorted(findings, key=lambda f: (f.place, f.grade.rank))],
         timeline=timeline, timeline_ref=ref, timeline_note=no_timeline)
 
 
 def _group(inc: Incident, findings: list[Finding], has_card: bool) -> FindingGroup:
     rows = []
-    for f in sorted(findings, key=lambda f: (f.position, f.grade.rank)):
+    for f in sorted(findings, key=lambda f: (f.place, f.grade.rank)):
         rows.append(FindingRow(
             id=f.id, grade=f.grade.value, workflow_key=f.workflow_key,
-            seq=_opt(f.seq) if f.seq is not None else f"({f.position})", kind=f.kind.value,
+            seq=_opt(f.seq) if f.seq is not None else f"position {f.position}", kind=f.kind.value,
             owner=_short_owner(f.worker, f.epoch), current=_short_owner(f.current_worker, f.current_epoch),
-            transition_seq=_opt(f.transition_seq), effect_key=f.effect_key or "",
+            transition_seq=(_opt(f.transition_seq) if f.transition_seq is not None or f.transition_position is None
+                            else f"position {f.transition_position}"), effect_key=f.effect_key or "",
             outcome=_finding_outcome(f), ts=f.ts or ""))
     return FindingGroup(inc.id, inc.workflow_key, inc.severity.value,
                         f"{_owner(inc.displaced.worker, inc.displaced.epoch)} \u2192 "
@@ -334,8 +347,9 @@ def _finding_outcome(f: Finding) -> str:
     parts = []
     if f.outcome is not None:
         parts.append(f.outcome.value)
-    if f.receipt_seq is not None and f.receipt_seq != f.position:
-        parts.append(f"receipt seq {f.receipt_seq}")
+    if f.receipt_place is not None and f.receipt_place != f.place:
+        parts.append(f"receipt seq {f.receipt_seq}" if f.receipt_seq is not None
+                     else f"receipt position {f.receipt_position}")
     if f.epochs:
         parts.append("epochs " + ", ".join(str(e) for e in f.epochs))
     if f.unstable_effect_key:

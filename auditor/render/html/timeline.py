@@ -138,7 +138,8 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
     total = max(tl.total, len(events))
     at_seq: dict[int, list[Finding]] = defaultdict(list)
     for f in findings:
-        at_seq[f.position].append(f)
+        at_seq[f.place].append(f)
+    word = _word(events)
     index: dict[int, int] = {}
     for i, e in enumerate(events):
         index.setdefault(e.seq, i)
@@ -189,8 +190,8 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
 
     receipts: dict[int, list[Finding]] = defaultdict(list)
     for f in findings:
-        if f.receipt_seq is not None and f.receipt_seq != f.position:
-            receipts[f.receipt_seq].append(f)
+        if f.receipt_place is not None and f.receipt_place != f.place:
+            receipts[f.receipt_place].append(f)
     marks = [_mark(tl.events[i].event, x, lane_y[tl.events[i].event.epoch], at_seq.get(e.seq, []),
                    receipts.get(e.seq, []), tl.events[i].stale)
              for i, e, x in zip(chosen, shown, xpos)]
@@ -202,12 +203,12 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
         if acq is None or acq.role == "first" or e.seq not in xs:
             continue
         if acq.role == "regression":
-            css, label = "regression", f"epoch regression seq {e.seq}"
-            what = f"epoch {e.epoch} ({e.worker}) acquired at seq {e.seq} while epoch {acq.displaced} was current"
+            css, label = "regression", f"epoch regression {_at(e)}"
+            what = f"epoch {e.epoch} ({e.worker}) acquired at {_at(e)} while epoch {acq.displaced} was current"
         else:
             css = acq.role
-            label = f"takeover seq {e.seq}" if css == "takeover" else f"clean handover seq {e.seq}"
-            what = (f"epoch {e.epoch} ({e.worker}) acquired at seq {e.seq}, displacing epoch {acq.displaced}"
+            label = f"takeover {_at(e)}" if css == "takeover" else f"clean handover {_at(e)}"
+            what = (f"epoch {e.epoch} ({e.worker}) acquired at {_at(e)}, displacing epoch {acq.displaced}"
                     + ("" if css == "takeover" else "; no evidence of the older epoch follows"))
         x = xs[e.seq]
         fits = x + 4 + len(label) * CHAR_W <= plot_right
@@ -219,16 +220,16 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
     rules += mandate_rules
     bands = lives
     for (epoch, tseq), fs in sorted(_windows(findings).items()):
-        last = max(f.position for f in fs)
+        last = max(f.place for f in fs)
         if epoch not in lane_y or last not in xs:
             continue
         start = xs.get(tseq) if tseq is not None else None
         if start is None:
-            start = min(xs[f.position] for f in fs if f.position in xs)
+            start = min(xs[f.place] for f in fs if f.place in xs)
         worst = max((f.grade for f in fs), key=lambda g: g.rank)
         bands.append(Band(start, lane_y[epoch] - LANE_H / 2 + 3, max(xs[last] - start, 0) + MARK / 2,
                           LANE_H - 6, f"g-{worst.value}",
-                          f"stale window of epoch {epoch}: seq {min(f.position for f in fs)} to {last}"))
+                          f"stale window of epoch {epoch}: {word} {min(f.place for f in fs)} to {last}"))
 
     joins = []
     epoch_at = {e.seq: e.epoch for e in events}
@@ -240,8 +241,8 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
             if p in xs:
                 what = d.effect_key if not d.unstable_effect_key else f"step {d.step_id}"
                 joins.append(Join(xs[p], lane_y[epoch_at[p]], xs[seq], lane_y[d.epoch],
-                                  f"{what} committed under epoch {epoch_at[p]} at seq {p} "
-                                  f"and under epoch {d.epoch} at seq {seq}"))
+                                  f"{what} committed under epoch {epoch_at[p]} at {word} {p} "
+                                  f"and under epoch {d.epoch} at {word} {seq}"))
 
     ticks = []
     last_tick = -math.inf
@@ -253,7 +254,7 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
     for pos, (a, b) in enumerate(zip(chosen, chosen[1:])):
         if b - a > 1:
             gaps.append(Gap((xpos[pos] + xpos[pos + 1]) / 2,
-                            f"{b - a - 1:,} events left out, seq {events[a + 1].seq} to {events[b - 1].seq}"))
+                            f"{b - a - 1:,} events left out, {word} {events[a + 1].seq} to {events[b - 1].seq}"))
     if chosen and chosen[-1] < len(events) - 1:
         gaps.append(Gap(plot_right - PAD_X / 2, f"{len(events) - 1 - chosen[-1]:,} later events left out"))
     if chosen and chosen[0] > 0:
@@ -268,6 +269,22 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
         total=total, note=note, clean=clean)
 
 
+def _word(events: list[Event]) -> str:
+    """How a key's places are named: ``seq``, or ``position`` in a key ordered by observation (SPEC
+    rev 3: a timeline never shows an invented seq). A timeline's events are all one or the other."""
+    return "position" if events and events[0].observed else "seq"
+
+
+def _at(e: Event) -> str:
+    """An event's place in words: ``seq 5`` or ``position 5``."""
+    return f"{'position' if e.observed else 'seq'} {e.seq}"
+
+
+def _mandate(authority_id: str | None) -> str:
+    """A mandate's name: its authority_id, or the key's unnamed mandate (a grant without one)."""
+    return authority_id if authority_id is not None else "unnamed mandate"
+
+
 def _spaced(shown: list[Event], chosen: list[int], x0: float) -> tuple[list[float], list[Gap]]:
     """x of each drawn event, spaced by seq: one step per seq, a run of more than ``GAP_SEQS``
     seqs between two drawn events shortened to ``GAP_SEQS`` steps (and, when no event was left out
@@ -280,7 +297,7 @@ def _spaced(shown: list[Event], chosen: list[int], x0: float) -> tuple[list[floa
     step = STEP_MAX if span <= 0 else min(STEP_MAX, max(STEP_MIN, PLOT_TARGET / span))
     xpos = [x0 + u * step for u in units]
     breaks = [Gap((xpos[i] + xpos[i + 1]) / 2,
-                  f"seqs {a.seq + 1} to {b.seq - 1} hold no event of this key (axis shortened)")
+                  f"{_word(shown)}s {a.seq + 1} to {b.seq - 1} hold no event of this key (axis shortened)")
               for i, (a, b) in enumerate(zip(shown, shown[1:]))
               if b.seq - a.seq > GAP_SEQS and chosen[i + 1] - chosen[i] == 1]
     return xpos, breaks
@@ -291,7 +308,7 @@ def _cut_note(events: list[Event], chosen: list[int], total: int) -> str | None:
     read but not drawn (past ``MAX_MARKS``)."""
     parts = []
     if total > len(events):
-        after = f" (after seq {events[-1].seq})" if events else ""
+        after = f" (after {_at(events[-1])})" if events else ""
         parts.append(f"only the first {len(events):,} of {total:,} events of this key were read; "
                      f"the last {total - len(events):,}{after} are not drawn")
     if len(chosen) < len(events):
@@ -309,7 +326,8 @@ def _cut_note(events: list[Event], chosen: list[int], total: int) -> str | None:
         seqs = ", ".join(str(events[a].seq) if a == b else f"{events[a].seq}\u2013{events[b].seq}"
                          for a, b in runs[:8]) + (", \u2026" if len(runs) > 8 else "")
         parts.append(f"{len(chosen):,} of {len(events):,} events drawn (every takeover and stale event "
-                     f"first, then their neighbours); {len(events) - len(chosen):,} left out (seqs {seqs}), "
+                     f"first, then their neighbours); {len(events) - len(chosen):,} left out "
+                     f"({_word(events)}s {seqs}), "
                      "marked \u2026 on the axis")
     return ("Timeline capped: " + "; ".join(parts) + ".") if parts else None
 
@@ -318,7 +336,7 @@ def _windows(findings: list[Finding]) -> dict[tuple[int, int | None], list[Findi
     out: dict[tuple[int, int | None], list[Finding]] = defaultdict(list)
     for f in findings:
         if f.grade not in TWICE:
-            out[(f.epoch, f.transition_seq)].append(f)
+            out[(f.epoch, f.transition_place)].append(f)
     return out
 
 
@@ -331,16 +349,16 @@ def _choose(events: list[Event], findings: list[Finding], partners: dict[int, tu
         return list(range(len(events)))
     focus: list[int] = []
     for f in findings:
-        if f.transition_seq in index:
-            focus.append(index[f.transition_seq])
-    for f in sorted(findings, key=lambda f: (-f.grade.rank, f.position)):
-        if f.position in index:
-            focus.append(index[f.position])
+        if f.transition_place in index:
+            focus.append(index[f.transition_place])
+    for f in sorted(findings, key=lambda f: (-f.grade.rank, f.place)):
+        if f.place in index:
+            focus.append(index[f.place])
     for seq in sorted(partners):
         focus += [index[p] for p in partners[seq] if p in index]
     for f in findings:
-        if f.receipt_seq in index:
-            focus.append(index[f.receipt_seq])
+        if f.receipt_place in index:
+            focus.append(index[f.receipt_place])
     acquisitions = [i for i, e in enumerate(events) if e.kind is Kind.LEASE_ACQUIRED]
     if not findings:  # a control case: the handovers are the evidence
         focus += acquisitions[1:]
@@ -383,15 +401,18 @@ def _mandates(tl: KeyTimeline, shown: list[Event], xs: dict[int, float], plot_ri
         if css is None or e.seq not in xs:
             continue
         if e.kind is Kind.REVALIDATED:
-            label = f"revalidated {e.decision} seq {e.seq}"
+            label = f"revalidated {e.decision or '(no readable decision)'} {_at(e)}"
             css = "mandate" if e.decision == "continue" else "mandate-end"
         elif e.kind is Kind.RESUMED:
-            label = f"resumed seq {e.seq}"
+            label = f"resumed {_at(e)}"
         else:
             verb = "granted" if e.kind is Kind.AUTHORITY_GRANTED else "revoked"
-            label = f"{e.authority_id} {verb} seq {e.seq}"
+            label = f"{_mandate(e.authority_id)} {verb} {_at(e)}"
             if verb == "granted":
                 grants.append(e)
+            elif e.authority_id is None:  # revokes every mandate granted before it (SPEC rev 3)
+                for g in grants:
+                    ends.setdefault(g.authority_id, xs[e.seq])
             else:
                 ends.setdefault(e.authority_id, xs[e.seq])
         what = label + (f", expires {_instant(e.expires_at)}" if e.expires_at else "") + (
@@ -405,8 +426,8 @@ def _mandates(tl: KeyTimeline, shown: list[Event], xs: dict[int, float], plot_ri
                     None)
         if past is not None and past.seq in xs:
             x = xs[past.seq] - 4
-            label = f"{g.authority_id} expired {_instant(g.expires_at)}"
-            rules.append(_rule(x, label, "mandate-end", label + f" (before the event at seq {past.seq})",
+            label = f"{_mandate(g.authority_id)} expired {_instant(g.expires_at)}"
+            rules.append(_rule(x, label, "mandate-end", label + f" (before the event at {_at(past)})",
                                plot_right, lanes_bottom, row))
             row += 1
             ends.setdefault(g.authority_id, x)
@@ -415,7 +436,7 @@ def _mandates(tl: KeyTimeline, shown: list[Event], xs: dict[int, float], plot_ri
         end = ends.get(g.authority_id, plot_right - PAD_X / 2)
         if end > start:
             bands.append(Band(start, RULE_BAND - 8, end - start, 4, "mandate-life",
-                              f"lifetime of {g.authority_id}: from its grant at seq {g.seq}"))
+                              f"lifetime of {_mandate(g.authority_id)}: from its grant at {_at(g)}"))
     return rules, bands
 
 
@@ -443,7 +464,7 @@ def _mark(e: Event, x: float, y: float, findings: list[Finding], receipt_of: lis
     symbol = _SYMBOL[e.kind]
     if e.kind is Kind.EFFECT_ATTEMPTED and e.sink_result is SinkResult.REJECTED:
         symbol = "s-rejected"
-    where = f"position {e.seq} (no seq)" if e.observed else f"seq {e.seq}"
+    where = f"position {e.seq} (no seq)" if e.observed else _at(e)
     lines = [f"{where} \u00b7 {e.kind.value}"
              + (f" \u00b7 sink_result {e.sink_result.value}" if e.sink_result else "")]
     lines.append(_owner(e.worker, e.epoch) if e.epoch is not None else f"worker {e.worker}")
