@@ -397,13 +397,15 @@ def test_lease_timing_is_deterministic(lease_sims):
     assert simulate(60, SEED, "fenced", SHORT).events == lease_sims["35 s"].events
 
 
-@pytest.mark.parametrize("name, expired, reclaims, failures, diagnostics", [
-    ("35 s", 39, 25, 39, {"late_extension": 319, "effect_after_lease_expiry": 39}),
-    ("90 s", 0, 0, 0, {}),
-    ("90 s, 30% lost", 10, 10, 95, {"late_extension": 43, "effect_after_lease_expiry": 11}),
+# Revision 3: H and J over heartbeat attempts (the refused ones too), so the 35 s lease, whose late
+# heartbeats are refused, is at risk in every group; late extensions are one diagnostic per group.
+@pytest.mark.parametrize("name, expired, reclaims, failures, diagnostics, at_risk", [
+    ("35 s", 39, 25, 39, {"lease_timing_risk": 3, "late_extension": 3, "effect_after_lease_expiry": 39}, 3),
+    ("90 s", 0, 0, 0, {}, 0),
+    ("90 s, 30% lost", 10, 10, 95, {"late_extension": 3, "effect_after_lease_expiry": 11}, 0),
 ])
 def test_lease_health_sees_the_simulated_revocations(lease_sims, tmp_path, name, expired, reclaims, failures,
-                                                     diagnostics):
+                                                     diagnostics, at_risk):
     from auditor import audit
 
     sim = lease_sims[name]
@@ -417,6 +419,7 @@ def test_lease_health_sees_the_simulated_revocations(lease_sims, tmp_path, name,
             expired, reclaims, failures]
         assert expired == sim.revoked_live  # every takeover was the sweep of an expired lease
         assert dict(Counter(d.kind.value for d in result.diagnostics)) == diagnostics
+        assert sum(g.at_risk for g in groups) == at_risk
         assert all(g.metrics.lease_min == sim.lease.lease_ms / 1000 for g in groups)
 
 
