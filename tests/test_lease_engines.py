@@ -373,16 +373,24 @@ def test_spark(tmp_path):
         spark = session("local[2]", partitions=4)
     except SparkUnavailable as e:
         pytest.skip(str(e))
-    got, want = {}, {}
+    def both(n_case):
+        n, case = n_case
+        log = write_jsonl(tmp_path / f"case{n}.jsonl", case.events)
+        with spark_audit([log], spark=spark, by=["tool"]) as result:
+            got = (seen_of(result.lease_health), judged_of(result.lease_health), diagnostics_of(result),
+                   json.loads(json.dumps(result.lease_health.to_dict())))
+        with audit([log], by=["tool"]) as result:
+            doc = json.loads(json.dumps(result.lease_health.to_dict()))
+        return case.name, got, (case.seen, case.judged, case.diagnostics, doc)
+
+    # The session takes jobs from several threads: most of a small audit's time is Spark's latency.
+    from concurrent.futures import ThreadPoolExecutor
+
     try:
-        for n, case in enumerate(c for c in CASES if "spark" in c.engines):
-            log = write_jsonl(tmp_path / f"case{n}.jsonl", case.events)
-            with spark_audit([log], spark=spark, by=["tool"]) as result:
-                got[case.name] = (seen_of(result.lease_health), judged_of(result.lease_health),
-                                  diagnostics_of(result), json.loads(json.dumps(result.lease_health.to_dict())))
-            with audit([log], by=["tool"]) as result:
-                doc = json.loads(json.dumps(result.lease_health.to_dict()))
-            want[case.name] = (case.seen, case.judged, case.diagnostics, doc)
+        with ThreadPoolExecutor(4) as pool:
+            done = list(pool.map(both, enumerate(c for c in CASES if "spark" in c.engines)))
     finally:
         spark.stop()
+    got = {name: g for name, g, _ in done}
+    want = {name: w for name, _, w in done}
     assert got == want
