@@ -177,6 +177,12 @@ CASES = [
     # arrives after it cannot change that measurement: batch and Spark only.
     Case("unplaced heartbeat written after the takeover", [MIXED[i] for i in (0, 1, 2, 4, 3, 5)], MIXED_SEEN,
          MIXED_JUDGED, MIXED_DIAGNOSTICS, engines=("batch", "spark")),
+    # One gap is no heartbeat interval: extensions with 10 s left of a 50 s "H" are not called late
+    # (like the rule, late_extension is judged from 3 gaps on).
+    Case("too few gaps to call an extension late",
+         [e(1, "acq", 1, 0, until=60), hb(2, 1, 50, until=110), hb(3, 1, 100, until=160)],
+         {"tool=t": Seen(gaps=(50.0,), extension_left_min=10.0)},
+         {"tool=t": Judged(50.0, 0.0, 60.0, 50.0, False)}, []),
     # Two reporters' clocks: the heartbeat with seq 3 says 50 s, seq 4 says 40 s. Gaps are by ts
     # (20, 10, 20); live, fed in seq order, measures an attempt against the one before it in time
     # among those it has seen and cannot take back a gap already exported (30, then 20, 20).
@@ -324,6 +330,36 @@ def gaps_by_rule(events: list[dict]) -> dict[str, list[int]]:
     return out
 
 
+def _ms(text: str) -> int:
+    return (datetime.fromisoformat(text.replace("Z", "+00:00")) - EPOCH) // timedelta(milliseconds=1)
+
+
+def late_by_rule(events: list[dict], h_of: dict[str, float], gaps_of: dict[str, int]) -> dict[str, tuple]:
+    """Per group, ``lease_rules``' late extensions of these events, as the diagnostic's numbers:
+    each extension against the previous grant of its (key, epoch) by ts (``lease_rules.is_late``,
+    with the group's H and gaps), summed per lease and group (``lease_rules.late_extensions``)."""
+    grants: dict[tuple, list[dict]] = {}
+    for x in events:
+        if "lease_until" in x:
+            grants.setdefault(("tool=" + x["attrs"]["tool"], x["workflow_key"], x["epoch"]), []).append(x)
+    leases: dict[str, list] = {}
+    for (label, key, epoch), xs in grants.items():
+        xs = sorted(xs, key=lambda x: _ms(x["ts"]))
+        left = [(_ms(prev["lease_until"]) - _ms(x["ts"]), x) for prev, x in zip(xs, xs[1:])
+                if x["kind"] != "lease_acquired"]
+        late = [(ms, x) for ms, x in left if lease_rules.is_late(ms, h_of[label], gaps_of[label])]
+        if late:
+            ms, x = min(late, key=lambda lx: lx[0])
+            leases.setdefault(label, []).append(
+                lease_rules.LateLease(key, epoch, x["worker"], x.get("seq"), len(late), ms))
+    out = {}
+    for label, found in leases.items():
+        s = lease_rules.late_extensions(found)
+        out[label] = (s.leases, s.extensions, s.least_left / 1000,
+                      [(x.workflow_key, x.epoch, x.position, x.extensions, x.least_left / 1000) for x in s.worst])
+    return out
+
+
 # The tests.
 
 
@@ -346,6 +382,15 @@ def test_batch(case, tmp_path):
         assert g.threshold == (None if limit is None else limit / 1000)
         lease_ms = None if g.metrics.lease_min is None else round(g.metrics.lease_min * 1000)
         assert g.at_risk == lease_rules.at_risk(len(gaps), lease_ms, limit)
+    # ... and on which extensions are late, and how they are summed per group.
+    h_of = {g.label: round(g.metrics.heartbeat_interval_median * 1000) if g.metrics.heartbeat_interval_median
+            is not None else None for g in health.groups}
+    gaps_of = {g.label: g.metrics.heartbeat_gaps for g in health.groups}
+    late = {_label(tuple(d.group.items())): (d.numbers["leases"], d.numbers["extensions"], d.numbers["least_left_s"],
+                                             [(w["workflow_key"], w["epoch"], w["seq"], w["extensions"], w["least_left_s"])
+                                              for w in d.numbers["worst"]])
+            for d in result.diagnostics if d.kind.value == "late_extension"}
+    assert late == late_by_rule(case.events, h_of, gaps_of)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if "live" in c.engines], ids=[c.name for c in CASES if "live" in c.engines])
