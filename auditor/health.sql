@@ -58,7 +58,7 @@ SELECT DISTINCT k, []::VARCHAR[] FROM lh_events WHERE len($paths::VARCHAR[]) = 0
 -- reclaim), its last worker, its last granted lease_until and the ts of its last heartbeat=ok.
 -- Before the takeover means lower in order for a placed event and an earlier ts for an unplaced
 -- one; the latest is the last placed one unless an unplaced one has a later ts
--- (lease_rules.before_takeover and lease_rules.latest).
+-- (lease_rules: "Order relative to a takeover", and latest).
 CREATE OR REPLACE TEMP TABLE lh_takeovers AS
 WITH acq AS (
     SELECT k, s, epoch, worker, ts,

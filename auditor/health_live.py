@@ -94,12 +94,6 @@ def ms_of(ts: Any) -> int | None:
     return None if t is None else (t - _EPOCH) // _MS
 
 
-def seconds_of(ts: Any) -> float | None:
-    """An event's ``ts`` as seconds since the epoch (whole milliseconds)."""
-    ms = ms_of(ts)
-    return None if ms is None else ms / 1000.0
-
-
 class LeaseWatch:
     """Section 7's measurements, incrementally, for the keys ``track`` was called with."""
 
@@ -127,7 +121,7 @@ class LeaseWatch:
         """Apply one event of a tracked key; ``highest`` is the highest epoch the key had acquired
         before it (the live detector's, read before the detector is fed; None: the watch's own).
         An event with seq None is unplaced: it never takes over, and before a takeover it counts
-        by its ts (``lease_rules.before_takeover``)."""
+        by its ts (``lease_rules``: order relative to a takeover)."""
         st = self.keys.get(event.workflow_key)
         if st is None:
             return []
@@ -195,7 +189,7 @@ class LeaseWatch:
         before = ep.grants.insert(at, until)
         if placed:
             ep.placed_until = (ts, until)
-        else:
+        elif ts is not None:  # an unplaced event without ts has no place before or after a takeover
             if ep.unplaced_until is None:
                 ep.unplaced_until = Timeline(KEPT)
             ep.unplaced_until.insert(at, until)
@@ -221,7 +215,8 @@ class LeaseWatch:
 
 
 def _before(unplaced: Timeline | None, ts: int) -> tuple[int, Any] | None:
-    """The latest unplaced instant before a takeover at ``ts`` (``lease_rules.before_takeover``)."""
+    """The latest unplaced instant before a takeover at ``ts`` (``lease_rules``: order relative to
+    a takeover)."""
     return None if unplaced is None else unplaced.last_before(ts)
 
 

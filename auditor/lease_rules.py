@@ -82,19 +82,12 @@ def is_late(remaining: float | None, h: float | None, gaps: int) -> bool:
     return remaining is not None and h is not None and gaps >= MIN_GAPS and remaining < h
 
 
-# Order relative to a takeover. A placed event (it has a seq, or its key is ordered by
-# observation) is before a takeover when its position is lower; an unplaced one (no seq in a key
-# ordered by seq, SPEC section 4) has only its ts, and is before the takeover when its ts is
-# earlier than the takeover's. Of the displaced owner's evidence before a takeover, the latest is
-# the last placed one, unless an unplaced one has a later ts.
-
-
-def before_takeover(placed: bool, position: int | None, ts: int | None,
-                    takeover_position: int, takeover_ts: int | None) -> bool:
-    """Whether an event of the displaced epoch comes before a takeover (see above)."""
-    if placed:
-        return position is not None and position < takeover_position
-    return ts is not None and takeover_ts is not None and ts < takeover_ts
+# Order relative to a takeover. A placed event (it has a seq, or its key is
+# ordered by observation) is before a takeover when its position is lower; an unplaced one (no seq
+# in a key ordered by seq, SPEC section 4) has only its ts, and is before the takeover when its ts
+# is earlier than the takeover's (an unplaced event without ts is neither). Of the displaced
+# owner's evidence before a takeover, the latest is the last placed one, unless an unplaced one has
+# a later ts (``latest``). health.sql's takeovers statement and LeaseWatch._takeover apply it.
 
 
 def latest(placed: tuple[int | None, Any] | None, unplaced: tuple[int | None, Any] | None) -> Any:
