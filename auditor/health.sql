@@ -190,9 +190,9 @@ FROM lh_takeovers ORDER BY k, s;
 
 -- name: late_leases
 -- late_extension (lease_rules.is_late): an extension with less than one heartbeat interval H (of
--- its group, judged from $min_gaps gaps on) left. One row per lease (key, epoch) with late extensions: how many, the least time
--- left, and where that worst one was (s NULL: unplaced); health.py sums them per group
--- (lease_rules.late_extensions).
+-- its group, judged from $min_gaps gaps on) left. One row per lease (key, epoch) with late
+-- extensions: how many, the least time left, and where that worst one was (s NULL: unplaced);
+-- health.py sums them per group (lease_rules.late_extensions).
 SELECT ks.dims, gr.k, gr.epoch, count(*) AS extensions, min(gr.remaining_ms) AS least,
        arg_min_null(gr.s, (gr.remaining_ms, gr.ts, gr.s, gr.obs)) AS at_s,
        arg_min_null(gr.worker, (gr.remaining_ms, gr.ts, gr.s, gr.obs)) AS worker

@@ -386,14 +386,20 @@ def test_batch(case, tmp_path):
     h_of = {g.label: round(g.metrics.heartbeat_interval_median * 1000) if g.metrics.heartbeat_interval_median
             is not None else None for g in health.groups}
     gaps_of = {g.label: g.metrics.heartbeat_gaps for g in health.groups}
-    late = {_label(tuple(d.group.items())): (d.numbers["leases"], d.numbers["extensions"], d.numbers["least_left_s"],
-                                             [(w["workflow_key"], w["epoch"], w["seq"], w["extensions"], w["least_left_s"])
-                                              for w in d.numbers["worst"]])
-            for d in result.diagnostics if d.kind.value == "late_extension"}
+    late = {}
+    for d in result.diagnostics:
+        if d.kind.value == "late_extension":
+            n = d.numbers
+            late[_label(tuple(d.group.items()))] = (
+                n["leases"], n["extensions"], n["least_left_s"],
+                [(w["workflow_key"], w["epoch"], w["seq"], w["extensions"], w["least_left_s"]) for w in n["worst"]])
     assert late == late_by_rule(case.events, h_of, gaps_of)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if "live" in c.engines], ids=[c.name for c in CASES if "live" in c.engines])
+LIVE = [c for c in CASES if "live" in c.engines]
+
+
+@pytest.mark.parametrize("case", LIVE, ids=[c.name for c in LIVE])
 def test_live(case):
     assert seen_live(live_feed(case.events)) == (case.live_seen or case.seen)
 
