@@ -19,7 +19,9 @@ from typing import Any
 
 import duckdb
 
+from . import lease_rules
 from .errors import AuditError
+from .lease_rules import DEFAULT_BY, MIN_GAPS, LateExtensions, LateLease
 from .model import Diagnostic, DiagnosticKind
 from .rules import diagnostic_id, diagnostic_order
 from .sql import statements
@@ -27,10 +29,6 @@ from .vocabulary import EPOCH_OPTIONAL_KINDS
 
 SQL = statements("health.sql")
 
-#: Grouping dimensions used when ``--by`` is not given, each only when some event carries it.
-DEFAULT_BY = ("tool", "model", "provider")
-#: A group needs this many heartbeat gaps before the timing rule is judged (SPEC section 7).
-MIN_GAPS = 3
 
 #: What each lease-health diagnostic asks the operator to change.
 ADVICE = {
@@ -77,8 +75,8 @@ class LeaseMetrics:
     @property
     def heartbeat_jitter(self) -> float | None:
         """``J`` = maximum gap - median gap."""
-        h, top = self.heartbeat_interval_median, self.heartbeat_interval_max
-        return None if h is None or top is None else round(top - h, 3)
+        j = lease_rules.jitter(self.heartbeat_interval_median, self.heartbeat_interval_max)
+        return None if j is None else round(j, 3)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -242,23 +240,22 @@ def lease_health(con: duckdb.DuckDBPyConnection, by: Iterable[str] | None = None
             chosen = tuple(d for i, d in enumerate(DEFAULT_BY, 1) if i in set(present or ()))
         con.execute(SQL["keys"], {"paths": [_path(d) for d in chosen]})
         con.execute(SQL["takeovers"], {"recorded": sorted(EPOCH_OPTIONAL_KINDS)})
-        for name in ("gaps", "grants", "key_metrics", "group_metrics"):
+        con.execute(SQL["gaps"], {"attempts": list(lease_rules.ATTEMPTS)})
+        for name in ("grants", "key_metrics", "group_metrics"):
             con.execute(SQL[name])
         groups = []
-        anchors: dict[Group, tuple[str, int, int]] = {}
+        anchors: dict[Group, tuple[str, int | None, int]] = {}
         for row in con.execute(SQL["group_rows"]).fetchall():
             dims, keys, *numbers, at_k, at_s, at_epoch, gaps, ages = row
             group = tuple(zip(chosen, dims))
             m = _metrics(tuple(numbers))
-            threshold = None
-            if m.heartbeat_interval_median is not None:
-                threshold = round(r * m.heartbeat_interval_median + m.heartbeat_jitter, 3)
-            at_risk = (m.heartbeat_gaps >= MIN_GAPS and m.lease_min is not None and threshold is not None
-                       and m.lease_min <= threshold)
-            groups.append(GroupHealth(group, int(keys), m, threshold, at_risk, tuple(seconds(g) for g in gaps),
+            limit = lease_rules.threshold(r, m.heartbeat_interval_median, m.heartbeat_jitter)
+            limit = None if limit is None else round(limit, 3)
+            at_risk = lease_rules.at_risk(m.heartbeat_gaps, m.lease_min, limit)
+            groups.append(GroupHealth(group, int(keys), m, limit, at_risk, tuple(seconds(g) for g in gaps),
                                       tuple(seconds(a) for a in ages)))
             if at_k is not None:
-                anchors[group] = (at_k, int(at_s), int(at_epoch))
+                anchors[group] = (at_k, _position(at_s), int(at_epoch))
         # Riskiest first: at risk, then the smallest margin L - (R*H+J), then the most expired
         # leases, then the label, so the order never depends on the engine's.
         groups.sort(key=lambda g: (not g.at_risk, _inf(g.margin), -g.metrics.expired_leases, g.label))
@@ -271,7 +268,8 @@ def lease_health(con: duckdb.DuckDBPyConnection, by: Iterable[str] | None = None
         keys = tuple(KeyHealth(k, tuple(zip(chosen, dims)), _metrics(tuple(rest)), tuple(takeovers.get(k, ())))
                      for k, dims, *rest in con.execute(SQL["key_rows"]).fetchall())
         group_of = {k.workflow_key: k.group for k in keys}
-        diagnostics = _risks(groups, anchors, r) + _event_diagnostics(con, group_of)
+        late = _late(con, chosen, {g.group: g for g in groups})
+        diagnostics = _risks(groups, anchors, r) + late + _event_diagnostics(con, group_of)
     finally:
         con.execute(SQL["drop"])
     diagnostics.sort(key=diagnostic_order)
@@ -298,13 +296,19 @@ def instant_text(t: datetime | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ms:03d}Z" if ms else "Z")
 
 
-def _diagnostic(kind: DiagnosticKind, key: str, position: int, epoch: int | None, detail: str,
+def _position(s: Any) -> int | None:
+    """A position from the SQL: None for an unplaced event (no seq in a key ordered by seq)."""
+    return None if s is None else int(s)
+
+
+def _diagnostic(kind: DiagnosticKind, key: str, position: int | None, epoch: int | None, detail: str,
                 group: Group, numbers: dict[str, Any]) -> Diagnostic:
     return Diagnostic(diagnostic_id(key, kind, position, epoch), kind, key, position, epoch,
                       f"{detail}; {ADVICE[kind]}", dict(group), numbers)
 
 
-def _risks(groups: list[GroupHealth], anchors: dict[Group, tuple[str, int, int]], r: int) -> list[Diagnostic]:
+def _risks(groups: list[GroupHealth], anchors: dict[Group, tuple[str, int | None, int]],
+           r: int) -> list[Diagnostic]:
     """One ``lease_timing_risk`` per group at risk, at the event that granted its shortest lease."""
     out = []
     for g in groups:
@@ -322,17 +326,50 @@ def _risks(groups: list[GroupHealth], anchors: dict[Group, tuple[str, int, int]]
     return out
 
 
+def _late(con: duckdb.DuckDBPyConnection, chosen: tuple[str, ...],
+          groups: dict[Group, GroupHealth]) -> list[Diagnostic]:
+    """One ``late_extension`` per group with late extensions (SPEC section 7, revision 3), at the
+    worst one: how many leases and extensions, the least time left, the worst leases."""
+    leases: dict[Group, list[LateLease]] = {}
+    rows = con.execute(SQL["late_leases"], {"min_gaps": MIN_GAPS}).fetchall()
+    for dims, k, epoch, n, least, at_s, worker in rows:
+        leases.setdefault(tuple(zip(chosen, dims)), []).append(
+            LateLease(k, int(epoch), worker, _position(at_s), int(n), int(least)))
+    out = []
+    for group, found in leases.items():
+        late = lease_rules.late_extensions(found)
+        h = groups[group].metrics.heartbeat_interval_median
+        worst = late.worst[0]
+        out.append(_diagnostic(DiagnosticKind.LATE_EXTENSION, worst.workflow_key, worst.position, worst.epoch,
+                               _late_detail(group, late, h), group, _late_numbers(late, h)))
+    return out
+
+
+def _left(ms: int) -> str:
+    x = seconds(ms)
+    return f"{_s(x)} left" if x >= 0 else f"{_s(-x)} after it had expired"
+
+
+def _late_detail(group: Group, late: LateExtensions, h: float | None) -> str:
+    worst = late.worst[0]
+    n, leases = late.extensions, late.leases
+    return (f"{label(group)}: {n} extension{'s' * (n != 1)} in {leases} lease{'s' * (leases != 1)} came with less "
+            f"than one heartbeat interval (H = {_s(h)}) left; the least: {_left(late.least_left)}, by epoch "
+            f"{worst.epoch} ({worst.worker}) of {worst.workflow_key}")
+
+
+def _late_numbers(late: LateExtensions, h: float | None) -> dict[str, Any]:
+    return {"leases": late.leases, "extensions": late.extensions, "least_left_s": seconds(late.least_left), "H": h,
+            "worst": [{"workflow_key": x.workflow_key, "epoch": x.epoch, "worker": x.worker, "seq": x.position,
+                       "extensions": x.extensions, "least_left_s": seconds(x.least_left)} for x in late.worst]}
+
+
 def _event_diagnostics(con: duckdb.DuckDBPyConnection, group_of: dict[str, Group]) -> list[Diagnostic]:
     out = []
     for kind, k, s, epoch, worker, a, b, until, effect_key in con.execute(SQL["diagnostic_rows"]).fetchall():
         kind, s, a = DiagnosticKind(kind), int(s), seconds(a)
         owner = f"epoch {epoch} ({worker})"
-        if kind is DiagnosticKind.LATE_EXTENSION:
-            h = seconds(b)
-            left = f"with {_s(a)} left" if a >= 0 else f"{_s(-a)} after it had expired"
-            detail = f"{owner} extended its lease {left}, less than one heartbeat interval (H = {_s(h)})"
-            numbers = {"remaining_s": a, "H": h}
-        elif kind is DiagnosticKind.TAKEOVER_BEFORE_EXPIRY:
+        if kind is DiagnosticKind.TAKEOVER_BEFORE_EXPIRY:
             detail = (f"epoch {int(b)} took over while the lease of {owner} still had {_s(a)} to run "
                       f"(until {instant_text(until)})")
             numbers = {"remaining_s": a, "current_epoch": int(b)}

@@ -12,12 +12,19 @@
 -- name: lease_events
 -- The events of every workflow key with lease evidence (a lease_until or a heartbeat): the only
 -- rows lease health reads, so a log without lease fields costs one scan of two columns.
+-- s is the event's place in the key's authoritative order: its seq in a key where some event has
+-- one, else its observation rank (ord). An event without seq in a key ordered by seq is unplaced
+-- (SPEC section 4, revision 3): s is NULL, whatever ord says (today the whole key is ordered by
+-- observation; from revision 3's store on, ord is NULL for it), and lease health reads its ts.
 CREATE OR REPLACE TEMP TABLE lh_events AS
-SELECT workflow_key AS k, ord AS s, event_id, obs, kind, epoch, worker, ts_utc AS ts, lease_until,
-       heartbeat, sink_result, effect_key, attrs
-FROM events
-WHERE workflow_key IN (SELECT DISTINCT workflow_key FROM events
-                       WHERE lease_until IS NOT NULL OR heartbeat IS NOT NULL);
+SELECT k, CASE WHEN sequenced THEN seq ELSE ord END AS s, sequenced AND seq IS NULL AS unplaced,
+       event_id, obs, kind, epoch, worker, ts, lease_until, heartbeat, sink_result, effect_key, attrs
+FROM (SELECT workflow_key AS k, ord, seq, event_id, obs, kind, epoch, worker, ts_utc AS ts, lease_until,
+             heartbeat, sink_result, effect_key, attrs,
+             bool_or(seq IS NOT NULL) OVER (PARTITION BY workflow_key) AS sequenced
+      FROM events
+      WHERE workflow_key IN (SELECT DISTINCT workflow_key FROM events
+                             WHERE lease_until IS NOT NULL OR heartbeat IS NOT NULL));
 
 -- name: presence
 -- Which of the candidate dimensions appear in the attrs of those events (the default dimensions
@@ -46,43 +53,64 @@ UNION ALL
 SELECT DISTINCT k, []::VARCHAR[] FROM lh_events WHERE len($paths::VARCHAR[]) = 0;
 
 -- name: takeovers
--- Each acquisition that raised the key's highest epoch after the first, with what the displaced
--- owner (the previous highest epoch) had shown before it in order: any evidence of its own (a
+-- Each placed acquisition that raised the key's highest epoch after the first, with what the
+-- displaced owner (the previous highest epoch) had shown before it: any evidence of its own (a
 -- reclaim), its last worker, its last granted lease_until and the ts of its last heartbeat=ok.
+-- Before the takeover means lower in order for a placed event and an earlier ts for an unplaced
+-- one; the latest is the last placed one unless an unplaced one has a later ts
+-- (lease_rules: "Order relative to a takeover", and latest).
 CREATE OR REPLACE TEMP TABLE lh_takeovers AS
 WITH acq AS (
     SELECT k, s, epoch, worker, ts,
            max(epoch) OVER (PARTITION BY k ORDER BY s, event_id, obs
                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
-    FROM lh_events WHERE kind = 'lease_acquired' AND epoch IS NOT NULL
+    FROM lh_events WHERE kind = 'lease_acquired' AND epoch IS NOT NULL AND NOT unplaced
 ), t AS (
     SELECT k, s, epoch, worker, ts, prev_max AS displaced FROM acq WHERE epoch > prev_max
+), seen AS (
+    SELECT t.k, t.s, t.epoch, t.worker, t.ts, t.displaced,
+           arg_max(e.worker, (e.s, e.event_id, e.obs)) FILTER (WHERE NOT e.unplaced) AS p_worker,
+           arg_max(e.worker, (e.ts, e.obs)) FILTER (WHERE e.unplaced) AS u_worker,
+           coalesce(bool_or(e.kind <> 'lease_acquired' AND NOT list_contains($recorded, e.kind)), false) AS reclaim,
+           arg_max(e.lease_until, (e.s, e.event_id, e.obs))
+               FILTER (WHERE e.lease_until IS NOT NULL AND NOT e.unplaced) AS p_until,
+           arg_max_null(e.ts, (e.s, e.event_id, e.obs))
+               FILTER (WHERE e.lease_until IS NOT NULL AND NOT e.unplaced) AS p_until_ts,
+           arg_max(e.lease_until, (e.ts, e.obs)) FILTER (WHERE e.lease_until IS NOT NULL AND e.unplaced) AS u_until,
+           max(e.ts) FILTER (WHERE e.lease_until IS NOT NULL AND e.unplaced) AS u_until_ts,
+           arg_max(e.ts, (e.s, e.event_id, e.obs))
+               FILTER (WHERE e.heartbeat = 'ok' AND e.ts IS NOT NULL AND NOT e.unplaced) AS p_ok,
+           max(e.ts) FILTER (WHERE e.heartbeat = 'ok' AND e.unplaced) AS u_ok
+    FROM t LEFT JOIN lh_events e
+      ON e.k = t.k AND e.epoch = t.displaced
+     AND CASE WHEN e.unplaced THEN e.ts < t.ts ELSE e.s < t.s END
+    GROUP BY t.k, t.s, t.epoch, t.worker, t.ts, t.displaced
 )
-SELECT t.k, t.s, t.epoch, t.worker, t.ts, t.displaced,
-       arg_max(e.worker, (e.s, e.event_id, e.obs)) AS displaced_worker,
-       coalesce(bool_or(e.kind <> 'lease_acquired' AND NOT list_contains($recorded, e.kind)), false) AS reclaim,
-       arg_max(e.lease_until, (e.s, e.event_id, e.obs)) FILTER (WHERE e.lease_until IS NOT NULL) AS last_until,
-       arg_max(e.ts, (e.s, e.event_id, e.obs)) FILTER (WHERE e.heartbeat = 'ok' AND e.ts IS NOT NULL) AS last_ok
-FROM t LEFT JOIN lh_events e ON e.k = t.k AND e.epoch = t.displaced AND e.s < t.s
-GROUP BY t.k, t.s, t.epoch, t.worker, t.ts, t.displaced;
+SELECT k, s, epoch, worker, ts, displaced, coalesce(p_worker, u_worker) AS displaced_worker, reclaim,
+       CASE WHEN u_until_ts IS NOT NULL AND (p_until IS NULL OR p_until_ts IS NULL OR u_until_ts > p_until_ts)
+            THEN u_until ELSE p_until END AS last_until,
+       CASE WHEN u_ok IS NOT NULL AND (p_ok IS NULL OR u_ok > p_ok) THEN u_ok ELSE p_ok END AS last_ok
+FROM seen;
 
 -- name: gaps
--- Gaps between consecutive successful heartbeats of one (key, epoch), by ts, in ms.
+-- Gaps between consecutive heartbeat attempts ($attempts: lease_rules.ATTEMPTS, ok and lost) of
+-- one (key, epoch), by ts, in ms: placed or not, arrival order never matters.
 CREATE OR REPLACE TEMP TABLE lh_gaps AS
-SELECT k, epoch, s, gap FROM (
-    SELECT k, epoch, s,
-           epoch_ms(ts) - epoch_ms(lag(ts) OVER (PARTITION BY k, epoch ORDER BY ts, s, event_id, obs)) AS gap
-    FROM lh_events WHERE heartbeat = 'ok' AND ts IS NOT NULL)
+SELECT k, epoch, gap FROM (
+    SELECT k, epoch, epoch_ms(ts) - epoch_ms(lag(ts) OVER (PARTITION BY k, epoch ORDER BY ts)) AS gap
+    FROM lh_events WHERE list_contains($attempts, heartbeat) AND ts IS NOT NULL AND epoch IS NOT NULL)
 WHERE gap IS NOT NULL;
 
 -- name: grants
 -- Every grant (an acquisition) or extension (any other event) carrying lease_until: the lease
 -- length it gave and, for an extension, what was left of the previous lease of its epoch (ms).
+-- Previous by ts (an event without ts first, then placed order): an unplaced heartbeat's
+-- extension is measured like any other.
 CREATE OR REPLACE TEMP TABLE lh_grants AS
-SELECT k, epoch, s, worker, kind = 'lease_acquired' AS is_grant, lease_until,
+SELECT k, epoch, s, ts, obs, worker, kind = 'lease_acquired' AS is_grant, lease_until,
        epoch_ms(lease_until) - epoch_ms(ts) AS lease_ms,
        CASE WHEN kind <> 'lease_acquired'
-            THEN epoch_ms(lag(lease_until) OVER (PARTITION BY k, epoch ORDER BY s, event_id, obs))
+            THEN epoch_ms(lag(lease_until) OVER (PARTITION BY k, epoch ORDER BY ts NULLS FIRST, s, event_id, obs))
                  - epoch_ms(ts) END AS remaining_ms
 FROM lh_events WHERE lease_until IS NOT NULL AND epoch IS NOT NULL;
 
@@ -127,9 +155,9 @@ WITH counts AS (
 ), l AS (
     SELECT ks.dims, min(lease_ms) AS lease_min, median(lease_ms) AS lease_median,
            min(remaining_ms) AS remaining_min,
-           arg_min(gr.k, (gr.lease_ms, gr.k, gr.s)) FILTER (WHERE lease_ms IS NOT NULL) AS at_k,
-           arg_min(gr.s, (gr.lease_ms, gr.k, gr.s)) FILTER (WHERE lease_ms IS NOT NULL) AS at_s,
-           arg_min(gr.epoch, (gr.lease_ms, gr.k, gr.s)) FILTER (WHERE lease_ms IS NOT NULL) AS at_epoch
+           arg_min(gr.k, (gr.lease_ms, gr.k, gr.s, gr.obs)) FILTER (WHERE lease_ms IS NOT NULL) AS at_k,
+           arg_min_null(gr.s, (gr.lease_ms, gr.k, gr.s, gr.obs)) FILTER (WHERE lease_ms IS NOT NULL) AS at_s,
+           arg_min(gr.epoch, (gr.lease_ms, gr.k, gr.s, gr.obs)) FILTER (WHERE lease_ms IS NOT NULL) AS at_epoch
     FROM lh_grants gr JOIN lh_keys ks USING (k) GROUP BY ks.dims
 ), a AS (
     SELECT ks.dims, median(age) AS age_median, max(age) AS age_max,
@@ -160,20 +188,29 @@ SELECT k, s, epoch, worker, displaced, displaced_worker, reclaim,
        last_until
 FROM lh_takeovers ORDER BY k, s;
 
--- name: diagnostic_rows
--- late_extension: an extension with less than one heartbeat interval H (of its group) left.
--- takeover_before_expiry: the displaced owner's lease was still running at the takeover's ts.
--- effect_after_lease_expiry: an attempt by an owner after its own last lease_until (by ts). A
--- rejection that answers an earlier unresolved attempt of its (key, epoch, effect key) is that
--- attempt's receipt (SPEC section 3), not a new action: it is not counted again.
--- Columns: kind, key, position, epoch, worker, a, b (ms, or an epoch), lease_until, effect_key.
-SELECT 'late_extension' AS kind, gr.k, gr.s, gr.epoch, gr.worker, gr.remaining_ms AS a, m.h AS b,
-       gr.lease_until, NULL AS effect_key
+-- name: late_leases
+-- late_extension (lease_rules.is_late): an extension with less than one heartbeat interval H (of
+-- its group, judged from $min_gaps gaps on) left. One row per lease (key, epoch) with late
+-- extensions: how many, the least time left, and where that worst one was (s NULL: unplaced);
+-- health.py sums them per group (lease_rules.late_extensions).
+SELECT ks.dims, gr.k, gr.epoch, count(*) AS extensions, min(gr.remaining_ms) AS least,
+       arg_min_null(gr.s, (gr.remaining_ms, gr.ts, gr.s, gr.obs)) AS at_s,
+       arg_min_null(gr.worker, (gr.remaining_ms, gr.ts, gr.s, gr.obs)) AS worker
 FROM lh_grants gr JOIN lh_keys ks USING (k) JOIN lh_group_metrics m ON m.dims = ks.dims
-WHERE NOT gr.is_grant AND gr.remaining_ms IS NOT NULL AND m.h IS NOT NULL AND gr.remaining_ms < m.h
-UNION ALL
-SELECT 'takeover_before_expiry', k, s, displaced, displaced_worker,
-       epoch_ms(last_until) - epoch_ms(ts), epoch, last_until, NULL
+WHERE NOT gr.is_grant AND gr.remaining_ms IS NOT NULL AND m.h IS NOT NULL AND m.gaps >= $min_gaps
+  AND gr.remaining_ms < m.h
+GROUP BY ks.dims, gr.k, gr.epoch;
+
+-- name: diagnostic_rows
+-- takeover_before_expiry: the displaced owner's lease was still running at the takeover's ts.
+-- effect_after_lease_expiry: an attempt by an owner after its own last lease_until (the latest
+-- by ts at or before the attempt's, unplaced extensions included). A rejection that answers an
+-- earlier unresolved attempt of its (key, epoch, effect key) is that attempt's receipt (SPEC
+-- section 3), not a new action: it is not counted again. An unplaced attempt is never judged (SPEC
+-- section 4): it has no position to point at.
+-- Columns: kind, key, position, epoch, worker, a, b (ms, or an epoch), lease_until, effect_key.
+SELECT 'takeover_before_expiry' AS kind, k, s, displaced AS epoch, displaced_worker AS worker,
+       epoch_ms(last_until) - epoch_ms(ts) AS a, epoch AS b, last_until AS lease_until, NULL AS effect_key
 FROM lh_takeovers WHERE last_until > ts
 UNION ALL
 SELECT 'effect_after_lease_expiry', k, s, epoch, worker, epoch_ms(ts) - epoch_ms(until), NULL, until,
@@ -181,10 +218,10 @@ SELECT 'effect_after_lease_expiry', k, s, epoch, worker, epoch_ms(ts) - epoch_ms
 FROM (
     SELECT *, lag(kind) OVER t AS prev_kind, lag(sink_result) OVER t AS prev_result
     FROM (SELECT *, last_value(lease_until IGNORE NULLS) OVER (
-                        PARTITION BY k, epoch ORDER BY s, event_id, obs
+                        PARTITION BY k, epoch ORDER BY ts NULLS FIRST, s, event_id, obs
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS until
           FROM lh_events WHERE epoch IS NOT NULL)
-    WHERE kind IN ('effect_attempted', 'effect_committed')
+    WHERE kind IN ('effect_attempted', 'effect_committed') AND NOT unplaced
     WINDOW t AS (PARTITION BY k, epoch, effect_key ORDER BY s, event_id, obs))
 WHERE kind = 'effect_attempted' AND ts > until
   AND NOT (sink_result IS NOT DISTINCT FROM 'rejected' AND prev_kind IS NOT DISTINCT FROM 'effect_attempted'

@@ -381,7 +381,8 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
 
     Lease health keeps the rows of matching keys and the groups they belong to, with the group's
     figures over all of its keys (a lease configuration is judged on all the evidence, as
-    detection is); a group's ``lease_timing_risk`` stays with its group, whatever the window."""
+    detection is); a group's ``lease_timing_risk`` and ``late_extension`` stay with their group,
+    whatever the window."""
     if scope is None or not scope.narrows:
         return result
     workflows = [w for w in result.workflows if scope.key_matches(w.workflow_key)]
@@ -404,9 +405,13 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
         workflows=workflows, scope=scope, lease_health=health)
 
 
+#: Lease-health diagnostics about a whole group (one per group): they stay with their group.
+_GROUP_DIAGNOSTICS = frozenset({DiagnosticKind.LEASE_TIMING_RISK, DiagnosticKind.LATE_EXTENSION})
+
+
 def _keeps(scope: "Scope", d: Diagnostic, groups: set) -> bool:
     if d.kind in (DiagnosticKind.EVENT_ID_CONFLICT, DiagnosticKind.MALFORMED_FIELD):
         return True
-    if d.kind == DiagnosticKind.LEASE_TIMING_RISK:
+    if d.kind in _GROUP_DIAGNOSTICS:
         return tuple(d.group.items()) in groups
     return scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None)

@@ -338,8 +338,9 @@ def test_lease_health_context(lease_timing):
     # Six gaps: four of 30 s stacked in one column, two of 50 s on the threshold.
     assert sorted((d.x, d.y) for d in risky.chart.dots) == [(215.6, 49.0), (215.6, 56.0), (215.6, 63.0),
                                                             (215.6, 70.0), (330.0, 63.0), (330.0, 70.0)]
-    assert [d.kind for d in risky.diagnostics] == ["lease_timing_risk"] + ["late_extension"] * 5
-    assert (risky.diagnostics_more, safe.diagnostics, risky.takeovers) == (3, [], [])
+    # Revision 3: one late_extension for the group, not one per extension.
+    assert [d.kind for d in risky.diagnostics] == ["lease_timing_risk", "late_extension"]
+    assert (risky.diagnostics_more, safe.diagnostics, risky.takeovers) == (0, [], [])
 
 
 def test_w1_w2_report_shows_the_expired_lease_the_heartbeat_age_and_the_stale_call(w1_w2):
@@ -354,9 +355,9 @@ def test_w1_w2_report_shows_the_expired_lease_the_heartbeat_age_and_the_stale_ca
     assert [(t.x, t.title) for t in chart.chart.takeovers] == [
         (344.3, "takeover: the owner's last heartbeat was 105 s old")]
     assert chart.chart.summary == (
-        "Too few heartbeat gaps to judge (1; the rule needs 3): the shortest lease (90 s) against R\u00b7H+J = "
-        "30 s so far. Yet 1 lease expired and was taken over, the owner's last heartbeat then up to 105 s old "
-        "(the triangles): heartbeats that never came, or came too late and were refused, are not among the gaps.")
+        "Too few heartbeat gaps to judge (2; the rule needs 3): the shortest lease (90 s) against R\u00b7H+J = "
+        "140 s so far. Yet 1 lease expired and was taken over, the owner's last heartbeat then up to 105 s old "
+        "(the triangles): heartbeats that never came are not among the gaps.")
     assert len(section.find_all("path", "lh-takeover")) == 1
     (note,) = section.find_all("ul", "lh-diagnostics")[0].find_all("li")
     assert note.text() == (

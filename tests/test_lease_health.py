@@ -44,25 +44,29 @@ BROWSER = {"tool": "browser", "model": "m-large"}
 SQL_P1 = {"tool": "sql", "provider": "p1"}
 
 
-def _late(key, seq, worker, left):
-    said = f"with {left:g} s left" if left >= 0 else f"{-left:g} s after it had expired"
-    return ("late_extension", key, seq, 1, BROWSER, {"remaining_s": left, "H": 30.0},
-            f"epoch 1 ({worker}) extended its lease {said}, less than one heartbeat interval (H = 30 s); "
-            + ADVICE_LATE)
+def _late(group, key, seq, epoch, h, leases, extensions, least, worst, said):
+    """One group's late_extension: the counts, the least time left, the worst leases (key, epoch,
+    worker, seq, late extensions, least left), and the sentence."""
+    return ("late_extension", key, seq, epoch, group,
+            {"leases": leases, "extensions": extensions, "least_left_s": least, "H": h,
+             "worst": [{"workflow_key": k, "epoch": e, "worker": w, "seq": s, "extensions": n, "least_left_s": x}
+                       for k, e, w, s, n, x in worst]},
+            said + "; " + ADVICE_LATE)
 
 
 CASES = {
-    # Seed 000: H = 30 s, J = 20 s, R = 1; the 35 s lease is at risk, the 90 s one is not.
+    # Seed 000: H = 30 s, J = 20 s, R = 1; the 35 s lease is at risk, the 90 s one is not. Each
+    # browser job extended four times with under 30 s left: one late_extension for the group.
     SEED000: [
         ("lease_timing_risk", "agent/browser/job-1", 1, 1, BROWSER,
          {"L": 35.0, "R": 1, "H": 30.0, "J": 20.0, "threshold": 50.0, "gaps": 6},
          "tool=browser, model=m-large: the shortest lease L = 35 s is not above R*H+J = 1 x 30 s + 20 s = 50 s "
          "(H the median of 6 heartbeat gaps, J = max - median): an ordinary delay revokes a worker that is "
          "still running (shortest lease granted here); " + ADVICE_RISK),
-        _late("agent/browser/job-1", 2, "browser-w1", 5.0), _late("agent/browser/job-1", 3, "browser-w1", 5.0),
-        _late("agent/browser/job-1", 4, "browser-w1", -15.0), _late("agent/browser/job-1", 5, "browser-w1", 5.0),
-        _late("agent/browser/job-2", 7, "browser-w2", 5.0), _late("agent/browser/job-2", 8, "browser-w2", 5.0),
-        _late("agent/browser/job-2", 9, "browser-w2", -15.0), _late("agent/browser/job-2", 10, "browser-w2", 5.0),
+        _late(BROWSER, "agent/browser/job-1", 4, 1, 30.0, 2, 8, -15.0,
+              [("agent/browser/job-1", 1, "browser-w1", 4, 4, -15.0), ("agent/browser/job-2", 1, "browser-w2", 9, 4, -15.0)],
+              "tool=browser, model=m-large: 8 extensions in 2 leases came with less than one heartbeat interval "
+              "(H = 30 s) left; the least: 15 s after it had expired, by epoch 1 (browser-w1) of agent/browser/job-1"),
     ],
     # Seed 000's pause test: W1 keeps going after its lease expired; the rejection is a receipt.
     W1W2: [
@@ -71,14 +75,15 @@ CASES = {
          "by ts, so confidence medium); " + ADVICE_EFFECT),
     ],
     BOUNDARY: [
+        # Revision 3: the refused heartbeat at seq 5 is an attempt, so the gaps are 10, 10, 10.25 and 30 s.
         ("lease_timing_risk", "etl/load/2026-07-26", 1, 5, SQL_P1,
-         {"L": 30.0, "R": 1, "H": 10.0, "J": 20.0, "threshold": 30.0, "gaps": 3},
-         "tool=sql, provider=p1: the shortest lease L = 30 s is not above R*H+J = 1 x 10 s + 20 s = 30 s "
-         "(H the median of 3 heartbeat gaps, J = max - median): an ordinary delay revokes a worker that is "
+         {"L": 30.0, "R": 1, "H": 10.125, "J": 19.875, "threshold": 30.0, "gaps": 4},
+         "tool=sql, provider=p1: the shortest lease L = 30 s is not above R*H+J = 1 x 10.125 s + 19.875 s = 30 s "
+         "(H the median of 4 heartbeat gaps, J = max - median): an ordinary delay revokes a worker that is "
          "still running (shortest lease granted here); " + ADVICE_RISK),
-        ("late_extension", "etl/load/2026-07-26", 4, 5, SQL_P1, {"remaining_s": 0.0, "H": 10.0},
-         "epoch 5 (w-a) extended its lease with 0 s left, less than one heartbeat interval (H = 10 s); "
-         + ADVICE_LATE),
+        _late(SQL_P1, "etl/load/2026-07-26", 4, 5, 10.125, 1, 1, 0.0, [("etl/load/2026-07-26", 5, "w-a", 4, 1, 0.0)],
+              "tool=sql, provider=p1: 1 extension in 1 lease came with less than one heartbeat interval "
+              "(H = 10.125 s) left; the least: 0 s left, by epoch 5 (w-a) of etl/load/2026-07-26"),
         ("takeover_before_expiry", "etl/load/2026-07-26", 8, 6, SQL_P1, {"remaining_s": 19.5, "current_epoch": 7},
          "epoch 7 took over while the lease of epoch 6 (w-b) still had 19.5 s to run (until "
          "2026-07-26T10:02:05Z); " + ADVICE_EARLY),
@@ -107,7 +112,7 @@ def test_diagnostics_carry_their_numbers_and_what_to_change(log):
 
 def test_lease_diagnostics_never_fail_or_hold_back_a_verdict():
     with audit(SEED000, fail_on="stale_activity") as result:
-        assert len(result.diagnostics) == 9 and result.findings == []
+        assert len(result.diagnostics) == 2 and result.findings == []
         assert (result.verdict, result.exit_code) == (Verdict.PASS, 0)
     p = run_cli("audit", str(SEED000), "--fail-on", "stale_activity", "-q")
     assert p.returncode == 0, p.stderr
@@ -148,10 +153,11 @@ def test_pooled_group_figures_are_not_medians_of_medians():
     with audit(BOUNDARY) as result:
         group = result.lease_health.groups[0]
         keys = {k.workflow_key: k.metrics for k in result.lease_health.keys}
-    # etl/load/2026-07-26 has gaps 10 and 30 s (median 20), etl/load/2026-07-28 one of 10 s: the
-    # group's H is the median of all three gaps, 10 s, so its threshold is 30 s and L = 30 s is at risk.
+    # etl/load/2026-07-26 has gaps 10, 30 and 10.25 s (the last to its refused heartbeat; median
+    # 10.25), etl/load/2026-07-28 one of 10 s: the group's H is the median of all four gaps,
+    # 10.125 s (not 10.25 nor 10.125's median of medians), so its threshold is 30 s and L = 30 s is at risk.
     assert (keys["etl/load/2026-07-26"].heartbeat_interval_median, keys["etl/load/2026-07-28"].heartbeat_interval_median,
-            group.metrics.heartbeat_interval_median, group.threshold, group.at_risk) == (20.0, 10.0, 10.0, 30.0, True)
+            group.metrics.heartbeat_interval_median, group.threshold, group.at_risk) == (10.25, 10.0, 10.125, 30.0, True)
     assert "etl/no-lease/2026-07-26" not in keys  # no lease evidence: not a lease-health key
 
 
@@ -218,8 +224,8 @@ def test_scope_keeps_the_groups_of_its_keys_whole():
         assert [(g.label, g.keys, g.metrics.heartbeat_gaps) for g in health.groups] == [
             ("tool=browser, model=m-large", 2, 6)]  # the group's figures are over all its keys
         kinds = [(d.kind.value, d.workflow_key) for d in result.diagnostics]
-        assert kinds[0] == ("lease_timing_risk", "agent/browser/job-1")  # the group's risk stays
-        assert {k for _, k in kinds[1:]} == {"agent/browser/job-2"}
+        # The group's diagnostics stay with it, at the group's shortest lease and worst extension.
+        assert kinds == [("lease_timing_risk", "agent/browser/job-1"), ("late_extension", "agent/browser/job-1")]
     with audit(SEED000, scope=Scope(keys=("agent/search/*",))) as result:
         assert [g.label for g in result.lease_health.groups] == ["tool=search, model=m-small"]
         assert result.diagnostics == []
@@ -244,7 +250,7 @@ def test_terminal_shows_the_riskiest_groups():
     p = run_cli("audit", str(W1W2))
     out = p.stdout.decode()
     assert p.returncode == 0, p.stderr
-    assert ("  too few gaps   90 s   30 s  30 s  0 s     1        1         1       1   105 s  tool=http"
+    assert ("  too few gaps   90 s  140 s  85 s  55 s     1        1         1       1   105 s  tool=http"
             in out.splitlines())
     assert "diagnostics: effect_after_lease_expiry 1" in out
 

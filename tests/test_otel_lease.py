@@ -6,7 +6,7 @@ InMemoryMetricReader) and compared with the batch audit of the same events."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from auditor.vocabulary import vocabulary_of
 from .conftest import FIXTURES
 from .test_otel import SEED, triples
 
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 W1W2 = FIXTURES / "w1_w2_pause_expired_lease.jsonl"
 SEED000 = FIXTURES / "lease_timing_35s_vs_90s.jsonl"
 LEASE_METRICS = ("auditor.lease.remaining", "auditor.heartbeat.age", "auditor.lease.expired",
@@ -46,7 +47,9 @@ def evidence(rec: dict) -> tuple[str, dict, int | None]:
     if rec.get("ts") is None:
         return "ownership." + rec["kind"], attrs, None
     when = datetime.fromisoformat(rec["ts"].replace("Z", "+00:00"))
-    return "ownership." + rec["kind"], attrs, round(when.timestamp() * 1e9)
+    # Whole microseconds, exactly: a float's 1e9 * timestamp() can land a nanosecond under a
+    # millisecond, which the store (and the live watch) would then count in the millisecond before.
+    return "ownership." + rec["kind"], attrs, (when - EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def live(door: str, records, **kw):
@@ -107,8 +110,10 @@ W1W2_POINTS = {
     # had run out 15 s before (recorded as 0: no lease left).
     point("auditor.lease.remaining", "extension", tool="http"): (3, 180.0, 60.0, 60.0),
     point("auditor.lease.remaining", "takeover", tool="http"): (1, 0.0, 0.0, 0.0),
-    # W1's two successful heartbeats were 30 s apart; its last one was 105 s old at the takeover.
-    point("auditor.heartbeat.age", "heartbeat", tool="http"): (1, 30.0, 30.0, 30.0),
+    # W1's heartbeat attempts: two successful ones 30 s apart, then the refused one 140 s later
+    # (revision 3: a lost heartbeat is a late attempt, and its gap counts); its last successful
+    # one was 105 s old at the takeover.
+    point("auditor.heartbeat.age", "heartbeat", tool="http"): (2, 170.0, 30.0, 140.0),
     point("auditor.heartbeat.age", "takeover", tool="http"): (1, 105.0, 105.0, 105.0),
     point("auditor.lease.expired", tool="http"): 1,
     point("auditor.lease.extension_failures", tool="http"): 1,
@@ -126,7 +131,7 @@ def test_w1_w2_pause_live_metrics(door):
         (key,) = batch.lease_health.keys
     m = key.metrics
     assert (m.expired_leases, m.extension_failures, m.reclaims, m.heartbeat_age_at_takeover_max,
-            m.remaining_at_extension_min, m.heartbeat_interval_max) == (1, 1, 1, 105.0, 60.0, 30.0)
+            m.remaining_at_extension_min, m.heartbeat_interval_max) == (1, 1, 1, 105.0, 60.0, 140.0)
 
 
 def test_lease_by_chooses_the_attributes():
@@ -183,7 +188,8 @@ def test_ownership_helpers_record_lease_evidence_with_dimensions():
     # The records carry no timestamp of their own, so they are stamped now: long after these leases.
     assert {(metric, dict(attrs).get("auditor.measured_at")) for metric, attrs in got} == {
         ("auditor.lease.remaining", "extension"), ("auditor.lease.remaining", "takeover"),
-        ("auditor.heartbeat.age", "takeover"), ("auditor.lease.extension_failures", None),
+        ("auditor.heartbeat.age", "takeover"), ("auditor.heartbeat.age", "heartbeat"),  # the refused one's gap
+        ("auditor.lease.extension_failures", None),
         ("auditor.lease.reclaims", None), ("auditor.lease.expired", None)}
     for metric in ("auditor.lease.extension_failures", "auditor.lease.reclaims", "auditor.lease.expired"):
         assert got[point(metric, tool="browser", provider="acme")] == 1

@@ -397,13 +397,15 @@ def test_lease_timing_is_deterministic(lease_sims):
     assert simulate(60, SEED, "fenced", SHORT).events == lease_sims["35 s"].events
 
 
-@pytest.mark.parametrize("name, expired, reclaims, failures, diagnostics", [
-    ("35 s", 39, 25, 39, {"late_extension": 319, "effect_after_lease_expiry": 39}),
-    ("90 s", 0, 0, 0, {}),
-    ("90 s, 30% lost", 10, 10, 95, {"late_extension": 43, "effect_after_lease_expiry": 11}),
+# Revision 3: H and J over heartbeat attempts (the refused ones too), so the 35 s lease, whose late
+# heartbeats are refused, is at risk in every group; late extensions are one diagnostic per group.
+@pytest.mark.parametrize("name, expired, reclaims, failures, diagnostics, at_risk", [
+    ("35 s", 39, 25, 39, {"lease_timing_risk": 3, "late_extension": 3, "effect_after_lease_expiry": 39}, 3),
+    ("90 s", 0, 0, 0, {}, 0),
+    ("90 s, 30% lost", 10, 10, 95, {"late_extension": 3, "effect_after_lease_expiry": 11}, 0),
 ])
 def test_lease_health_sees_the_simulated_revocations(lease_sims, tmp_path, name, expired, reclaims, failures,
-                                                     diagnostics):
+                                                     diagnostics, at_risk):
     from auditor import audit
 
     sim = lease_sims[name]
@@ -417,6 +419,7 @@ def test_lease_health_sees_the_simulated_revocations(lease_sims, tmp_path, name,
             expired, reclaims, failures]
         assert expired == sim.revoked_live  # every takeover was the sweep of an expired lease
         assert dict(Counter(d.kind.value for d in result.diagnostics)) == diagnostics
+        assert sum(g.at_risk for g in groups) == at_risk
         assert all(g.metrics.lease_min == sim.lease.lease_ms / 1000 for g in groups)
 
 
@@ -442,3 +445,25 @@ def test_lease_options_on_the_command_line(tmp_path):
         2, "Error: --lease-s/--heartbeat-s/--jitter-s/--missed-heartbeats: missed heartbeat share is 1.0, "
            "expected 0 <= share < 1")
     assert not (tmp_path / "no.jsonl").exists()
+
+
+# The figures docs/LEASE-HEALTH.md gives for these runs (revision 3: H and J over heartbeat attempts).
+LEASE_FIGURES = {
+    "35 s": [("tool=search", 88, 30.305, 18.121, 48.426, True), ("tool=browser", 90, 30.33, 16.297, 46.627, True),
+             ("tool=code", 81, 30.258, 15.166, 45.424, True)],
+    "90 s": [("tool=search", 65, 30.328, 18.81, 49.138, False), ("tool=code", 76, 30.29, 18.481, 48.771, False),
+             ("tool=browser", 60, 30.26, 16.376, 46.636, False)],
+    "90 s, 30% lost": [("tool=browser", 71, 30.253, 18.573, 48.826, False),
+                       ("tool=search", 74, 30.347, 18.012, 48.359, False),
+                       ("tool=code", 81, 30.36, 16.875, 47.235, False)],
+}
+
+
+@pytest.mark.parametrize("name", list(LEASE_FIGURES))
+def test_lease_figures_of_the_docs(lease_sims, tmp_path, name):
+    from auditor import audit
+
+    lease_sims[name].write(tmp_path / "lease.jsonl")
+    with audit(tmp_path / "lease.jsonl", by=["tool"]) as result:
+        assert [(g.label, g.metrics.heartbeat_gaps, g.metrics.heartbeat_interval_median, g.metrics.heartbeat_jitter,
+                 g.threshold, g.at_risk) for g in result.lease_health.groups] == LEASE_FIGURES[name]

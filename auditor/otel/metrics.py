@@ -2,6 +2,8 @@
 unmapped records, evicted keys, persistence failures, the queue's size, and lease health's
 (SPEC section 7): ``auditor.lease.remaining`` and ``auditor.heartbeat.age`` in seconds, and the
 counters of expired leases, failed extensions and reclaims, with the dimensions as attributes.
+``auditor.heartbeat.age`` at a heartbeat is the gap to the epoch's previous attempt (revision 3:
+a refused heartbeat is a late attempt, so its gap counts, as in the batch report's ``H``).
 
 The two durations are Histograms, not Gauges: each is measured at an event (an extension, a
 heartbeat, a takeover) from the event's own times, many jobs of one dimension group report between
@@ -79,8 +81,10 @@ class Metrics:
                                                "own times (0: none left)"),
             "heartbeat_age": histogram("auditor.heartbeat.age", unit="s",
                                        explicit_bucket_boundaries_advisory=LEASE_BUCKETS,
-                                       description="Age of the owner's last successful heartbeat at each "
-                                                   "successful heartbeat and at each takeover"),
+                                       description="Time since the owner's previous heartbeat attempt at each "
+                                                   "heartbeat attempt, ok or lost (the gaps H and J are "
+                                                   "measured over), and age of its last successful heartbeat "
+                                                   "at each takeover"),
         }
         self._lease.update({m: counter(name, unit=unit, description=text)
                             for m, (name, unit, text) in _LEASE_COUNTERS.items()})

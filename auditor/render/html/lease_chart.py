@@ -115,13 +115,13 @@ def chart(g: GroupHealth, r: int) -> LeaseChart:
     else:
         summary = "Not enough evidence for the rule: it needs heartbeat gaps and lease lengths (lease_until)."
     if not g.at_risk and m.expired_leases:
-        # Refused heartbeats are not gaps (the rule is over successful ones), so a lease already too
-        # short can pass it: the takeovers say what the gaps cannot.
+        # Heartbeats that never came (lost on the way, or a worker that stopped) are not gaps, so a
+        # lease can pass the rule and still expire: the takeovers say what the gaps cannot.
         age = m.heartbeat_age_at_takeover_max
         summary += (f" Yet {m.expired_leases} lease{'' if m.expired_leases == 1 else 's'} expired and "
                     f"{'was' if m.expired_leases == 1 else 'were'} taken over"
                     + ("" if age is None else f", the owner's last heartbeat then up to {age:g} s old (the triangles)")
-                    + ": heartbeats that never came, or came too late and were refused, are not among the gaps.")
+                    + ": heartbeats that never came are not among the gaps.")
     ages = g.takeover_ages
     step = max(1, math.ceil(len(ages) / MAX_DOTS))
     takeovers = tuple(Dot(x(a), TAKEOVER, f"takeover: the owner's last heartbeat was {a:g} s old")
