@@ -11,6 +11,7 @@ this module hands them back as data, with the diagnostics they call for.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -140,7 +141,7 @@ class Takeover:
     then. ``reclaim``: the displaced epoch had shown evidence of its own (it was working).
     """
 
-    seq: int
+    seq: int | None  # null where the key is ordered by observation (SPEC rev 3)
     epoch: int
     worker: str
     displaced_epoch: int
@@ -149,13 +150,14 @@ class Takeover:
     remaining_s: float | None
     heartbeat_age_s: float | None
     displaced_lease_until: str | None
+    position: int | None = None  # global observation position (SPEC rev 3)
 
     @property
     def expired(self) -> bool | None:
         return None if self.remaining_s is None else self.remaining_s <= 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "epoch": self.epoch, "worker": self.worker,
+        return {"seq": self.seq, "position": self.position, "epoch": self.epoch, "worker": self.worker,
                 "displaced_epoch": self.displaced_epoch, "displaced_worker": self.displaced_worker,
                 "reclaim": self.reclaim, "expired": self.expired,
                 "displaced_lease_until": self.displaced_lease_until, "remaining_s": self.remaining_s,
@@ -270,10 +272,43 @@ def lease_health(con: duckdb.DuckDBPyConnection, by: Iterable[str] | None = None
         group_of = {k.workflow_key: k.group for k in keys}
         late = _late(con, chosen, {g.group: g for g in groups})
         diagnostics = _risks(groups, anchors, r) + late + _event_diagnostics(con, group_of)
+        keys, diagnostics = _placed(con, keys, diagnostics)
     finally:
         con.execute(SQL["drop"])
     diagnostics.sort(key=diagnostic_order)
     return LeaseHealth(chosen, r, tuple(groups), keys, tuple(diagnostics))
+
+
+def _placed(con: duckdb.DuckDBPyConnection, keys: tuple[KeyHealth, ...],
+            diagnostics: list[Diagnostic]) -> tuple[tuple[KeyHealth, ...], list[Diagnostic]]:
+    """``keys`` and ``diagnostics`` with what SPEC revision 3 shows of a place: its seq only where
+    the key is ordered by seq (null where by observation: never an invented seq) and its global
+    position. Lease health works in places (the rules' order); ids keep hashing them."""
+    wanted = {(d.workflow_key, d.seq) for d in diagnostics if d.seq is not None}
+    wanted |= {(k.workflow_key, t.seq) for k in keys for t in k.takeovers}
+    for d in diagnostics:
+        for x in (d.numbers or {}).get("worst", ()):
+            if x.get("seq") is not None:
+                wanted.add((x["workflow_key"], x["seq"]))
+    if not wanted:
+        return keys, diagnostics
+    ks, places = zip(*sorted(wanted))
+    at = {(k, s): (seq, pos) for k, s, seq, pos in
+          con.execute(SQL["places"], {"keys": list(ks), "places": list(places)}).fetchall()}
+    out = []
+    for d in diagnostics:
+        numbers = d.numbers
+        if numbers and "worst" in numbers:
+            numbers = {**numbers, "worst": [{**x, "seq": at.get((x["workflow_key"], x["seq"]), (None, None))[0],
+                                             "position": at.get((x["workflow_key"], x["seq"]), (None, None))[1]}
+                                            for x in numbers["worst"]]}
+        seq, pos = at.get((d.workflow_key, d.seq), (None, None))
+        out.append(dataclasses.replace(d, seq=seq, position=pos, numbers=numbers))
+    keys = tuple(dataclasses.replace(k, takeovers=tuple(
+        dataclasses.replace(t, seq=at.get((k.workflow_key, t.seq), (None, None))[0],
+                            position=at.get((k.workflow_key, t.seq), (None, None))[1])
+        for t in k.takeovers)) if k.takeovers else k for k in keys)
+    return keys, out
 
 
 def _metrics(row: tuple) -> LeaseMetrics:

@@ -18,9 +18,10 @@
 -- observation; from revision 3's store on, ord is NULL for it), and lease health reads its ts.
 CREATE OR REPLACE TEMP TABLE lh_events AS
 SELECT k, CASE WHEN sequenced THEN seq ELSE ord END AS s, sequenced AND seq IS NULL AS unplaced,
-       event_id, obs, kind, epoch, worker, ts, lease_until, heartbeat, sink_result, effect_key, attrs
+       event_id, obs, kind, epoch, worker, ts, lease_until, heartbeat, sink_result, effect_key, attrs,
+       position AS pos, sequenced
 FROM (SELECT workflow_key AS k, ord, seq, event_id, obs, kind, epoch, worker, ts_utc AS ts, lease_until,
-             heartbeat, sink_result, effect_key, attrs,
+             heartbeat, sink_result, effect_key, attrs, position,
              bool_or(seq IS NOT NULL) OVER (PARTITION BY workflow_key) AS sequenced
       FROM events
       WHERE workflow_key IN (SELECT DISTINCT workflow_key FROM events
@@ -226,6 +227,15 @@ FROM (
 WHERE kind = 'effect_attempted' AND ts > until
   AND NOT (sink_result IS NOT DISTINCT FROM 'rejected' AND prev_kind IS NOT DISTINCT FROM 'effect_attempted'
            AND prev_result IS DISTINCT FROM 'rejected');
+
+-- name: places
+-- Where the events at places ($keys[i], $places[i]) are: their seq (null in a key ordered by
+-- observation, SPEC rev 3: no seq is invented) and their global position (the first, should two
+-- share a seq).
+SELECT e.k, e.s, CASE WHEN any_value(e.sequenced) THEN e.s END, min(e.pos)
+FROM lh_events e
+SEMI JOIN (SELECT unnest($keys::VARCHAR[]) AS k, unnest($places::BIGINT[]) AS s) w ON w.k = e.k AND w.s = e.s
+GROUP BY e.k, e.s;
 
 -- name: drop
 DROP TABLE IF EXISTS lh_events; DROP TABLE IF EXISTS lh_keys; DROP TABLE IF EXISTS lh_takeovers;

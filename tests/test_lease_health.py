@@ -46,11 +46,11 @@ SQL_P1 = {"tool": "sql", "provider": "p1"}
 
 def _late(group, key, seq, epoch, h, leases, extensions, least, worst, said):
     """One group's late_extension: the counts, the least time left, the worst leases (key, epoch,
-    worker, seq, late extensions, least left), and the sentence."""
+    worker, seq, position, late extensions, least left), and the sentence."""
     return ("late_extension", key, seq, epoch, group,
             {"leases": leases, "extensions": extensions, "least_left_s": least, "H": h,
-             "worst": [{"workflow_key": k, "epoch": e, "worker": w, "seq": s, "extensions": n, "least_left_s": x}
-                       for k, e, w, s, n, x in worst]},
+             "worst": [{"workflow_key": k, "epoch": e, "worker": w, "seq": s, "extensions": n, "least_left_s": x,
+                        "position": p} for k, e, w, s, p, n, x in worst]},
             said + "; " + ADVICE_LATE)
 
 
@@ -64,7 +64,7 @@ CASES = {
          "(H the median of 6 heartbeat gaps, J = max - median): an ordinary delay revokes a worker that is "
          "still running (shortest lease granted here); " + ADVICE_RISK),
         _late(BROWSER, "agent/browser/job-1", 4, 1, 30.0, 2, 8, -15.0,
-              [("agent/browser/job-1", 1, "browser-w1", 4, 4, -15.0), ("agent/browser/job-2", 1, "browser-w2", 9, 4, -15.0)],
+              [("agent/browser/job-1", 1, "browser-w1", 4, 4, 4, -15.0), ("agent/browser/job-2", 1, "browser-w2", 9, 9, 4, -15.0)],
               "tool=browser, model=m-large: 8 extensions in 2 leases came with less than one heartbeat interval "
               "(H = 30 s) left; the least: 15 s after it had expired, by epoch 1 (browser-w1) of agent/browser/job-1"),
     ],
@@ -81,7 +81,7 @@ CASES = {
          "tool=sql, provider=p1: the shortest lease L = 30 s is not above R*H+J = 1 x 10.125 s + 19.875 s = 30 s "
          "(H the median of 4 heartbeat gaps, J = max - median): an ordinary delay revokes a worker that is "
          "still running (shortest lease granted here); " + ADVICE_RISK),
-        _late(SQL_P1, "etl/load/2026-07-26", 4, 5, 10.125, 1, 1, 0.0, [("etl/load/2026-07-26", 5, "w-a", 4, 1, 0.0)],
+        _late(SQL_P1, "etl/load/2026-07-26", 4, 5, 10.125, 1, 1, 0.0, [("etl/load/2026-07-26", 5, "w-a", 4, 4, 1, 0.0)],
               "tool=sql, provider=p1: 1 extension in 1 lease came with less than one heartbeat interval "
               "(H = 10.125 s) left; the least: 0 s left, by epoch 5 (w-a) of etl/load/2026-07-26"),
         ("takeover_before_expiry", "etl/load/2026-07-26", 8, 6, SQL_P1, {"remaining_s": 19.5, "current_epoch": 7},
@@ -198,7 +198,7 @@ def test_json_section_is_deterministic_and_rounded(tmp_path):
     keys = {k["workflow_key"]: k for k in doc["lease_health"]["keys"]}
     assert keys["etl/load/2026-07-26"]["heartbeat_age_at_takeover_s"] == {"median": 22.75, "max": 35.0}
     assert keys["etl/load/2026-07-26"]["takeovers"][1] == {
-        "seq": 8, "epoch": 7, "worker": "w-c", "displaced_epoch": 6, "displaced_worker": "w-b", "reclaim": True,
+        "seq": 8, "position": 8, "epoch": 7, "worker": "w-c", "displaced_epoch": 6, "displaced_worker": "w-b", "reclaim": True,
         "expired": False, "displaced_lease_until": "2026-07-26T10:02:05Z", "remaining_s": 19.5,
         "heartbeat_age_s": 10.5}
     # A log without lease fields gets the section, empty.

@@ -179,3 +179,19 @@ def test_every_event_has_a_position_and_no_seq_is_invented(name):
         if i["workflow_key"] in observed:
             assert (i["transition_seq"], i["window_first_seq"], i["window_last_seq"]) == (None, None, None)
             assert " seq " not in i["witness"].replace("(no seq)", "")
+
+
+def test_lease_health_never_shows_an_invented_seq(tmp_path):
+    """Lease health's diagnostics and takeovers carry seq only where the key is ordered by seq,
+    and always the global position of the event they point at."""
+    lines = (FIXTURES / "lease_timing_35s_vs_90s.jsonl").read_text().splitlines()
+    noseq = write_jsonl(tmp_path / "noseq.jsonl", [{k: v for k, v in json.loads(x).items() if k != "seq"}
+                                                   for x in lines])
+    with audit([noseq]) as r, audit([FIXTURES / "lease_timing_35s_vs_90s.jsonl"]) as s:
+        for result, observed in ((r, True), (s, False)):
+            lease = [d for d in result.diagnostics if d.kind.value in ("lease_timing_risk", "late_extension")]
+            assert lease and all(d.position is not None for d in lease)
+            assert all((d.seq is None) == observed for d in lease)
+            takeovers = [t for k in result.lease_health.keys for t in k.takeovers]
+            assert all((t.seq is None) == observed and t.position is not None for t in takeovers)
+        assert [d.position for d in r.diagnostics] == [d.position for d in s.diagnostics]

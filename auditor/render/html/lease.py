@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ...health import GroupHealth, LeaseHealth, Takeover
 from ...model import Diagnostic, DiagnosticKind
-from ..words import LEASE_COLUMNS, lease_head, lease_row, lease_rule, secs
+from ..words import LEASE_COLUMNS, at_diagnostic, lease_head, lease_row, lease_rule, secs
 from .format import _key_anchor, _short_owner
 from .lease_chart import LeaseChart, chart
 
@@ -37,7 +37,7 @@ class GroupRow:
 @dataclass(frozen=True, slots=True)
 class TakeoverRow:
     workflow_key: str
-    seq: int
+    seq: str  # "1042", or "position 5" where the key has no seq (SPEC rev 3)
     owners: str  # "42 (W1) -> 43 (W2)"
     lease_until: str  # the displaced owner's last lease_until, or ""
     lease: str  # "expired 15 s before" / "40 s left" / "unknown"
@@ -50,7 +50,7 @@ class TakeoverRow:
 class LeaseDiagnosticRow:
     kind: str
     workflow_key: str
-    seq: str
+    seq: str  # "seq 5", "position 5" where the key has no seq, or ""
     detail: str
 
 
@@ -110,10 +110,12 @@ def _group(g: GroupHealth, anchor: str, r: int, takeovers: list[tuple[str, Takeo
            diagnostics: list[Diagnostic]) -> GroupView:
     # Expired leases and takeovers before expiry first: those are the ones to read.
     ranked = sorted(takeovers, key=lambda kt: (kt[1].remaining_s is None, -abs(kt[1].remaining_s or 0),
-                                               kt[0], kt[1].seq))
+                                               kt[0], kt[1].seq if kt[1].seq is not None else -1,
+                                               kt[1].position or 0))
     rows = [_takeover(k, t) for k, t in ranked[:MAX_ROWS]]
     ordered = sorted(diagnostics, key=lambda d: _LEASE_KINDS.index(d.kind))  # stable: key, seq within
-    diags = [LeaseDiagnosticRow(d.kind.value, d.workflow_key, "" if d.seq is None else str(d.seq), d.detail)
+    diags = [LeaseDiagnosticRow(d.kind.value, d.workflow_key, "" if d.seq is None and d.position is None
+                                else at_diagnostic(d), d.detail)
              for d in ordered[:MAX_NOTES]]
     rule = lease_rule(g)
     css = "risk" if g.at_risk else "safe" if rule == "safe" else "unjudged"
@@ -130,6 +132,7 @@ def _takeover(key: str, t: Takeover) -> TakeoverRow:
         lease = f"{secs(t.remaining_s)} left: taken before expiry"
     age = ("no heartbeat=ok seen" if t.heartbeat_age_s is None
            else f"{secs(t.heartbeat_age_s)} before the takeover")
-    return TakeoverRow(key, t.seq, f"{_short_owner(t.displaced_worker, t.displaced_epoch)} \u2192 "
+    where = str(t.seq) if t.seq is not None else f"position {t.position}" if t.position is not None else ""
+    return TakeoverRow(key, where, f"{_short_owner(t.displaced_worker, t.displaced_epoch)} \u2192 "
                                    f"{_short_owner(t.worker, t.epoch)}",
                        t.displaced_lease_until or "", lease, t.expired, age, "yes" if t.reclaim else "no")
