@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .normalize import when
+from .timeparse import when
 
 if TYPE_CHECKING:
     from .model import Finding

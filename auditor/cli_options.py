@@ -338,7 +338,7 @@ def reporting(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def wrapper(**kwargs):
-        from . import _no_gc
+        from .pipeline import _no_gc
 
         rep = Reporting.parse(*(kwargs.pop(name) for name, _, _ in REPORTING))
         # A report command ends the process: the collector stays off from the audit to the last

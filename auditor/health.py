@@ -26,7 +26,7 @@ from .lease_rules import DEFAULT_BY, MIN_GAPS, LateExtensions, LateLease
 from .model import Diagnostic, DiagnosticKind
 from .rules import diagnostic_id, diagnostic_order
 from .sql import statements
-from .vocabulary import EPOCH_OPTIONAL_KINDS
+from .fields import EPOCH_OPTIONAL_KINDS
 
 SQL = statements("health.sql")
 

@@ -29,8 +29,8 @@ from typing import Any, NamedTuple
 from . import lease_rules
 from .lease_rules import DEFAULT_BY, Timeline
 from .model import Event, Kind
-from .normalize import when
-from .vocabulary import EPOCH_OPTIONAL_KINDS
+from .timeparse import when
+from .fields import EPOCH_OPTIONAL_KINDS
 
 #: Where a duration was measured: the ``auditor.measured_at`` attribute of the two histograms.
 EXTENSION, HEARTBEAT, TAKEOVER = "extension", "heartbeat", "takeover"

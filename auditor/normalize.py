@@ -15,17 +15,17 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from .vocabulary import (DECISIONS, DEFAULT, EFFECT_KINDS, ENUM_FIELDS, EPOCH_OPTIONAL_KINDS, FIELDS,
-                         HEARTBEATS, INSTANT_SHAPE, INTEGER_FIELDS, JSON_TEXT_FIELDS, KEY_FIELDS, PAYLOAD_KEYS,
-                         REASONS, REPORTERS, REQUIRED_FIELDS, ALIAS_PRIORITY_END, SINK_RESULTS, TIME_FIELDS, TS_MILLIS_FROM,
-                         UNKNOWN_SINK_RESULT, Vocabulary, guess_kind, name_key)
+from .timeparse import epoch_seconds, when
+from .vocabulary import DEFAULT, REASONS, Vocabulary, guess_kind
+from .fields import name_key
+from .fields import (DECISIONS, EFFECT_KINDS, ENUM_FIELDS, EPOCH_OPTIONAL_KINDS, FIELDS, HEARTBEATS,
+                     INTEGER_FIELDS, JSON_TEXT_FIELDS, KEY_FIELDS, PAYLOAD_KEYS, REPORTERS,
+                     REQUIRED_FIELDS, ALIAS_PRIORITY_END, SINK_RESULTS, TIME_FIELDS,
+                     UNKNOWN_SINK_RESULT)
 
-_INSTANT = re.compile(INSTANT_SHAPE)
 _INTEGER = re.compile(r"[+-]?[0-9]+")      # [0-9]: ASCII digits only, never other scripts' digits
-_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _BARE_TOML_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-_TS_RANGE = (-62_135_596_800.0, 253_402_300_799.0)  # years 1 to 9999, as datetimes allow
 
 
 class Rejected(ValueError):
@@ -358,34 +358,6 @@ def _choice(v: Any, allowed: tuple[str, ...]) -> str | None:
     return text if text in allowed else None
 
 
-def instant(text: str | None) -> datetime | None:
-    """RFC 3339 text as the store reads an instant: an aware datetime, UTC when no offset is
-    given; None when it does not parse (DuckDB's cast drops it)."""
-    if text is None or not _INSTANT.fullmatch(text):
-        return None
-    try:
-        t = datetime.fromisoformat(text.upper())
-    except ValueError:  # a day the month does not have
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
-def when(ts: Any) -> datetime | None:
-    """An event's ``ts`` as an aware datetime: a datetime, OTel nanoseconds, RFC 3339 text, or
-    epoch seconds / milliseconds text (the rule of ``ts``); None when it is none of these."""
-    if ts is None or isinstance(ts, datetime):
-        return ts if ts is None or ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-    if isinstance(ts, int):
-        return datetime.fromtimestamp(ts / 1e9, tz=timezone.utc)
-    text, seconds = _ts(str(ts))  # numbers by the store's rule, text as written
-    if seconds is None:
-        return instant(text)
-    try:
-        return datetime.fromtimestamp(seconds, tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
 def _instant(v: Any) -> str | None:
     """An instant field (``lease_until``, ``expires_at``) as text DuckDB casts to TIMESTAMPTZ:
     as written, or epoch seconds/milliseconds (the rule of ``ts``) written out in UTC."""
@@ -397,29 +369,23 @@ def _instant(v: Any) -> str | None:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
 
 
+def _ts(v: Any) -> tuple[str | None, float | None]:
+    """``ts`` as written, and its epoch seconds when written as seconds or milliseconds; (None,
+    None) for a bool or a number that is no time (dropped, the event stays)."""
+    if isinstance(v, bool):
+        return None, None
+    number, seconds = epoch_seconds(v)
+    if number and seconds is None:
+        return None, None
+    return _text(v), seconds
+
+
 def _json_text(v: Any) -> str:
     """An object or array field value (``scope``) as its JSON text, keys sorted."""
     try:
         return json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     except (ValueError, RecursionError):
         return json.dumps(ATTRS_ERROR)
-
-
-def _ts(v: Any) -> tuple[str | None, float | None]:
-    """``ts`` as written, and its epoch seconds when written as seconds or milliseconds."""
-    if isinstance(v, bool):
-        return None, None
-    number = None
-    if isinstance(v, (int, float)):
-        number = float(v)
-    elif isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
-        number = float(v.strip())
-    if number is None:
-        return _text(v), None
-    seconds = number / 1000 if abs(number) >= TS_MILLIS_FROM else number
-    if not _TS_RANGE[0] <= seconds <= _TS_RANGE[1]:
-        return None, None  # not a time: dropped, the event stays
-    return _text(v), seconds
 
 
 class _Float(float):

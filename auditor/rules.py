@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .model import GRADE_RANK, Confidence, Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, SinkResult
-from .vocabulary import reporter_role
+from .fields import reporter_role
 
 RESPONSES: dict[Grade, str] = {
     Grade.STALE_ACTIVITY: "Stop or quarantine the old worker; verify it emits nothing more.",

@@ -15,3 +15,8 @@ def statements(filename: str) -> dict[str, str]:
     text = (Path(__file__).parent / filename).read_text()
     parts = _NAME.split(text)
     return {name: body.strip().rstrip(";") for name, body in zip(parts[1::2], parts[2::2])}
+
+
+#: Run on every connection and cursor: DuckDB draws its progress bar on stdout for a query over two
+#: seconds, into the terminal summary and into ``--json -``. A local setting, so per cursor too.
+QUIET = "SET enable_progress_bar = false"

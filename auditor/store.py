@@ -32,10 +32,11 @@ from .errors import StoreError, StoreLocked
 from .model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind, QuarantinedLine, Reporter,
                     SinkResult, SkippedPath, UnplacedLine)
 from .rules import stable_id
-from .normalize import SQL_SHAPE, attrs_of, normalize_line, payload_hash, redact  # noqa: F401 - re-exported
-from .vocabulary import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KINDS,
-                         OPTIONAL_FIELDS, REASONS, REPORTERS, SINK_RESULTS, Vocabulary, vocabulary_of)
-from .sql import statements
+from .normalize import SQL_SHAPE
+from .vocabulary import REASONS, Vocabulary, vocabulary_of
+from .fields import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KINDS,
+                     OPTIONAL_FIELDS, REPORTERS, SINK_RESULTS)
+from .sql import QUIET, statements
 from .store_setup import VOCABULARY_BOXES, attrs_batch, forget_attrs, normalize_udf, refuse_foreign, register
 
 if TYPE_CHECKING:
@@ -45,9 +46,6 @@ if TYPE_CHECKING:
     from .store_typed import Prepared
 
 SQL = statements("store.sql")
-#: Run on every connection and cursor: DuckDB draws its progress bar on stdout for a query over two
-#: seconds, into the terminal summary and into ``--json -``. A local setting, so per cursor too.
-QUIET = "SET enable_progress_bar = false"
 STAGE_BATCH_ROWS = 16_384
 #: Raw lines staged into the events table in one statement. Each INSERT into the compressed table
 #: finishes its row groups (122,880 rows) on its own: a 32 MB chunk (about 140,000 events) a

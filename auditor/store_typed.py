@@ -23,7 +23,7 @@ import math
 from typing import Any, NamedTuple
 
 from .normalize import _payload_key, _ts, redact
-from .vocabulary import CORE_KINDS, EFFECT_KINDS, FIELDS, KINDS, REPORTERS, SINK_RESULTS
+from .fields import CORE_KINDS, EFFECT_KINDS, FIELDS, KINDS, REPORTERS, SINK_RESULTS
 
 _KINDS = frozenset(k for k in KINDS if k in CORE_KINDS)  # the stage's $kinds
 _EFFECT_KINDS = frozenset(EFFECT_KINDS)

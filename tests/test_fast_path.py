@@ -61,7 +61,7 @@ def test_fast_path_counts_every_canonical_field():
     import re
 
     from auditor.store import SQL
-    from auditor.vocabulary import FIELDS
+    from auditor.fields import FIELDS
 
     counted = re.findall(r"\(j\.(\w+) IS NOT NULL\)::INTEGER", SQL["stage"])
     assert sorted(counted) == sorted([*FIELDS, "attrs"])
@@ -73,7 +73,7 @@ def test_blank_is_what_str_strip_removes():
     this Python's ``str.isspace`` names, or a blank value could pass the fast path as text."""
     import sys
 
-    from auditor.vocabulary import BLANK
+    from auditor.fields import BLANK
 
     assert BLANK == "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
@@ -132,7 +132,7 @@ def test_both_engines_read_the_same_instants(tmp_path):
     import json
     from datetime import timezone
 
-    from auditor.normalize import instant
+    from auditor.timeparse import instant
 
     log = tmp_path / "instants.jsonl"
     with open(log, "w", encoding="utf-8") as f:

@@ -150,7 +150,7 @@ def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch)
     import functools
     import io
 
-    import auditor.ingest as ingest
+    import auditor.store_feed as ingest
     import auditor.store as store
     from auditor.render.json import write_json
 
@@ -245,7 +245,7 @@ def test_a_store_that_fails_mid_file_stops_the_reader_at_once(tmp_path, monkeypa
     import functools
     import threading
 
-    import auditor.ingest as ingest
+    import auditor.store_feed as ingest
     import auditor.store as store
     from auditor.errors import StoreError
     from auditor.ingest.sources import discover
@@ -323,7 +323,7 @@ def test_rejected_lines_leave_the_events_table_for_the_quarantine(tmp_path, monk
     same events, quarantine the same lines with the same reasons, and leave no marked row."""
     import functools
 
-    import auditor.ingest as ingest
+    import auditor.store_feed as ingest
     import auditor.store as store
     from auditor.ingest.sources import discover
 

@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from auditor import AuditorError, Store, StoreError, audit, ingest_paths, report
-from auditor.ingest import discover, read_source
+from auditor.ingest import discover
+from auditor.store_feed import read_source
 
 from .conftest import FIXTURES, ROOT, run_cli
 from .test_hostile import _without_dac_override

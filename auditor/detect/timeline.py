@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from ..model import Event, Finding, Grade, Kind, Reporter, SinkResult
 from ..rules import TWICE
-from ..store import QUIET, Store
+from ..store import Store
+from ..sql import QUIET
 from . import SQL, lean
 
 _KINDS = {k.value: k for k in Kind}

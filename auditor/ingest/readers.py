@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from ..errors import InputError
-from ..store import QUIET, Store
+from ..sql import QUIET
 from .compression import DamagedStream, compression_of, open_bytes
 from .csv_lines import record_lines
 from .jsonl import CHUNK_BYTES, _corrupt, damage_table, too_long_reason
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 
-def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | None = None,
+def duckdb_chunks(con: duckdb.DuckDBPyConnection, source: Source, fmt: str, progress: Progress | None = None,
                   batch_rows: int = 200_000) -> Iterator["pa.Table"]:
     """CSV or Parquet rows through DuckDB's readers, each row as one JSON object.
 
@@ -41,16 +41,16 @@ def duckdb_chunks(store: Store, source: Source, fmt: str, progress: Progress | N
         first = 2
         if params[1] != "none" and not _intact(source):
             raise _ReadCarefully()  # DuckDB would stop silently at the cut of a zstd frame
-        query = f"SELECT {_row_object(store.con, reader, params)}::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader} t"
+        query = f"SELECT {_row_object(con, reader, params)}::BLOB AS raw, {_BLANK_ROW} AS blank FROM {reader} t"
     else:
         # Parquet says which row each one is: numbering does not depend on the scan's output order.
         params = [str(source.path)]
-        row = _parquet_object(store.con, params) or "to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))"
+        row = _parquet_object(con, params) or "to_json(struct_pack(*COLUMNS(* EXCLUDE (file_row_number))))"
         query = (f"SELECT {row}::BLOB AS raw, "
                  "file_row_number + 1 AS line FROM read_parquet(?, file_row_number = true) t")
         first = 1
     starts = record_lines(source) if fmt == "csv" else None
-    cur = store.con.cursor()
+    cur = con.cursor()
     cur.execute(QUIET)
     try:
         batches = cur.sql(query, params=params).to_arrow_reader(batch_rows)
@@ -97,7 +97,7 @@ def _row_object(con: duckdb.DuckDBPyConnection, reader: str, params: list) -> st
 def _object_of(given: list[str], names: list[str]) -> str:
     """``to_json(t)`` when the ``given`` column names are distinct fields; else the object with
     the given names, DuckDB's ``names`` for the columns (a null member is left out, as absent)."""
-    from ..vocabulary import name_key
+    from ..fields import name_key
 
     keys = [name_key(c) for c in given]
     if len(set(keys)) == len(keys):
@@ -177,7 +177,7 @@ def _intact(source: Source) -> bool:
     return True
 
 
-def careful_csv_chunks(store: Store, source: Source, progress: Progress | None = None,
+def careful_csv_chunks(con: duckdb.DuckDBPyConnection, source: Source, progress: Progress | None = None,
                        batch_rows: int = 200_000) -> Iterator["pa.Table"]:
     """CSV rows when the strict reader refused the file: each refused line is quarantined.
 
@@ -193,7 +193,7 @@ def careful_csv_chunks(store: Store, source: Source, progress: Progress | None =
     if compression_of(source.path) is not None:
         spool, damage = _spool_decompressed(source)
         path = spool
-    cur = store.con.cursor()
+    cur = con.cursor()
     cur.execute(QUIET)
     try:
         reader = (f"read_csv(?, {_CSV_OPTIONS}, ignore_errors = true, "

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..detect.live import LiveEvent
 from ..model import Event, Kind, Reporter, SinkResult
-from ..normalize import Rejected, instant, normalize
+from ..normalize import Rejected, normalize
+from ..timeparse import instant
 from ..store_typed import Prepared, typed
 from ..vocabulary import DEFAULT, Vocabulary
 from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain

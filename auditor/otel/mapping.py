@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live import rfc3339
-from ..vocabulary import FIELDS, OPTIONAL_FIELDS
+from ..fields import FIELDS, OPTIONAL_FIELDS
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs import ReadableLogRecord

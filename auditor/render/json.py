@@ -34,7 +34,7 @@ def render_json(result: AuditResult) -> str:
 
 def write_json(result: AuditResult, out: IO[str]) -> None:
     """Write the document to ``out``, list items one per line, as they are encoded."""
-    from .. import _no_gc
+    from ..pipeline import _no_gc
 
     with _no_gc():  # what is written is acyclic: a collector pass would only walk the result again
         _write(result, out)

@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import Explained, _no_gc, check_events, errors, ordering_of, with_conflicts
+from .. import errors
+from ..pipeline import Explained, _no_gc, check_events, ordering_of, with_conflicts
 from ..errors import AuditorError, InputError, at_the_edge
 from ..explain import MAX_TIMELINE_EVENTS, drawn_keys
 from ..limits import Limits

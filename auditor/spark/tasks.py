@@ -176,7 +176,8 @@ def normalize_files(batches: Iterable["pa.RecordBatch"], fmt: str, keep_payloads
     import pyarrow as pa
 
     from ..errors import AuditorError
-    from ..ingest import Source, read_source
+    from ..ingest import Source
+    from ..store_feed import read_source
 
     for batch in batches:
         for row in batch.to_pylist():
@@ -226,7 +227,7 @@ def detect_partition(batches: Iterable["pa.RecordBatch"], part: int, names: dict
     ``analyze`` does on one machine, freshness measured against the newest event of the log."""
     import pyarrow as pa
 
-    from .. import detect_and_explain
+    from ..pipeline import detect_and_explain
     from ..store import SQL
 
     t0 = time.perf_counter()

@@ -392,7 +392,7 @@ def _mandates(tl: KeyTimeline, shown: list[Event], xs: dict[int, float], plot_ri
     """SPEC section 8 on the timeline: a rule at each grant, revocation, resume and revalidation,
     one at the first drawn event past a mandate's expiry, and each mandate's lifetime as a band
     along the top, from its grant to its revocation or expiry (or the end of the drawing)."""
-    from ...normalize import when
+    from ...timeparse import when
 
     rules, bands, ends, grants = [], [], {}, []
     for t in tl.events:

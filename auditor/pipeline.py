@@ -1,0 +1,225 @@
+"""The pipeline, end to end: read -> normalize -> store -> detect -> explain, for every door.
+
+``audit(paths)`` runs the whole of it and returns an ``AuditResult``; ``report(db)`` runs detection
+again over a stored DuckDB file; ``analyze(store)`` is their common second half. The CLI, the
+Spark engine and the receiver call these; ``auditor/__init__.py`` re-exports them.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+from .errors import AuditError, NoEvents, at_the_edge
+from .ingest.sources import Progress
+from .limits import Limits
+from .model import Diagnostic, Finding, Grade, Incident
+from .result import AuditResult, AuditSession, WorkflowTable
+from .scope import Scope
+from .store import Store
+from .vocabulary import Vocabulary
+
+
+@at_the_edge
+def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "auto",
+                 progress: Progress | None = None, idempotent: bool = True,
+                 limits: Limits | None = None):
+    """Read every path into ``store``; returns one ``SourceCounts`` per input file.
+
+    ``limits`` bounds each input (``Limits.from_env()``, the ``AUDITOR_MAX_*`` variables, when
+    None). What input directories hold that is not a file (FIFOs, sockets, link loops) is added to
+    ``store.skipped`` and shows in the input summary.
+    """
+    from .ingest import discover
+    from .store_feed import read_sources
+
+    sources = discover(paths, limits or Limits.from_env(), store.skipped)
+    return read_sources(store, sources, fmt, progress, idempotent)
+
+
+@at_the_edge
+def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
+            require_events: bool = True, allow_quarantined: int = 0,
+            scope: Scope | None = None, by: Iterable[str] | None = None,
+            heartbeat_misses: int = 1) -> AuditResult:
+    """Detect and explain over everything in ``store``, then keep what ``scope`` reports.
+
+    The result owns ``store`` from here on (``result.close()`` closes it) and carries the
+    timelines a report draws. ``allow_quarantined`` lost lines (quarantined, or ``event_id``
+    conflicts) are accepted before the verdict says ``incomplete``. Lease health (SPEC section 7)
+    is measured too (``result.lease_health``, its diagnostics among ``result.diagnostics``):
+    grouped by the ``attrs`` members ``by`` (None: ``tool``, ``model``, ``provider`` when present),
+    judged with ``heartbeat_misses`` as ``R`` in ``L > R*H+J``.
+    """
+    from .detect.timeline import excerpts
+    from .explain import MAX_TIMELINE_EVENTS, drawn_keys
+    from .health import check_options, lease_health
+    from .result import narrow
+
+    by = check_options(by, heartbeat_misses)  # a bad option fails before any work
+    summary = store.input_summary()
+    if require_events:
+        check_events(summary)
+    # The two whole-store queries first, while the Python side holds nothing: after detection,
+    # DuckDB's buffers would grow back on top of a million findings, incidents and summaries.
+    health = lease_health(store.con, by, heartbeat_misses)
+    conflicts = store.id_conflicts() + store.malformed_fields()
+    unplaced = store.unplaced_kinds()
+    store.shrink()
+    # The collector stays off until the result is whole: switched back on any earlier, its first
+    # passes walk every finding, incident and summary just built (0.4 s at two million events).
+    with _no_gc():
+        found = detect_and_explain(store)
+        result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
+                             findings=found.findings, incidents=found.incidents,
+                             diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
+                             fail_on=Grade(fail_on), session=AuditSession(store),
+                             allow_quarantined=allow_quarantined, lease_health=health, unplaced=unplaced)
+        result = narrow(result, scope)
+        result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
+    return result
+
+
+class Explained(NamedTuple):
+    """What detection and explanation make of the events of a store, before the input accounting,
+    the ``event_id`` conflicts and the scope are added."""
+
+    workflows: WorkflowTable  # or a list of summaries (a distributed audit's merge)
+    findings: list[Finding]
+    incidents: list[Incident]
+    diagnostics: list[Diagnostic]
+
+
+def detect_and_explain(store: Store, newest_ts=None) -> Explained:
+    """Detect, group into incidents, summarize each workflow key: ``analyze``'s work on the
+    events. ``newest_ts`` is the newest event time of the whole log when ``store`` holds only a
+    part of it (one partition of a distributed audit): evidence freshness is measured against it."""
+    from .detect import detect
+    from .explain import incidents, workflows
+
+    with _no_gc():
+        det = detect(store)
+        if newest_ts is not None:
+            det.newest_ts = newest_ts
+        findings, incs = incidents(det)
+        # The timestamps served the incidents: free them before the workflow summaries (a million
+        # at ten million events) take the memory back. workflows() consumes det.workflows itself.
+        det.release_timestamps()
+        wfs = workflows(det, findings)
+    return Explained(wfs, findings, incs, det.diagnostics)
+
+
+def with_conflicts(diagnostics: list[Diagnostic], conflicts: list[Diagnostic]) -> list[Diagnostic]:
+    """The detector's diagnostics with those about the input (``event_id_conflict``,
+    ``malformed_field``) and lease health's among them, in the document's order."""
+    if not conflicts:
+        return diagnostics
+    return sorted(diagnostics + conflicts, key=lambda d: (d.workflow_key, d.place, d.kind))
+
+
+def check_events(summary) -> None:
+    """Raise ``NoEvents`` when the input summary holds no event (nothing read, or all quarantined)."""
+    if summary.events == 0:
+        if summary.lines_read == 0:
+            raise NoEvents("no event found in the input; check the path and the format")
+        raise NoEvents(f"every line was quarantined ({summary.quarantined} of {summary.lines_read}); "
+                       f"first: {_first_reason(summary)}")
+
+
+def ordering_of(workflows) -> str:
+    """The document's ``ordering``: authoritative, observed, or mixed over the workflow summaries
+    (a ``WorkflowTable``, or a list of summaries)."""
+    observed = (workflows.observed() if isinstance(workflows, WorkflowTable)
+                else sum(1 for w in workflows if w.ordering == "observed"))
+    return "authoritative" if observed == 0 else "observed" if observed == len(workflows) else "mixed"
+
+
+@at_the_edge
+def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
+          db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
+          keep_payloads: bool = False, progress: Progress | None = None,
+          allow_quarantined: int = 0, scope: Scope | None = None,
+          vocabulary: Vocabulary | str | os.PathLike | None = None,
+          limits: Limits | None = None, by: Iterable[str] | None = None,
+          heartbeat_misses: int = 1) -> AuditResult:
+    """Audit event logs: ingest ``paths`` into a DuckDB store (a scratch one unless ``db``), detect, explain.
+
+    ``vocabulary`` maps a team's own kind and field names onto the contract: a ``Vocabulary`` or
+    the path of a ``--map`` TOML file (``VocabularyError`` when it cannot be used). ``by`` and
+    ``heartbeat_misses`` are lease health's ``--by`` and ``--heartbeat-misses`` (see ``analyze``).
+    ``progress`` is called with the number of input bytes just read; for a file over a megabyte,
+    from the thread that reads it ahead of the store, so it must be safe to call from another
+    thread (a ``rich`` progress bar's ``advance`` is). Blocking; returns an ``AuditResult`` whose store stays open for ``events_frame()`` and
+    ``timeline()`` until ``close()``; use it as ``with audit(...) as result:`` to close it.
+    Raises an ``AuditorError`` when the audit cannot run: ``NoEvents``, ``InputError``
+    (``LimitExceeded`` for an input past ``limits``), ``StoreError``.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    from .health import check_options
+
+    check_options(by, heartbeat_misses)  # before the input is read
+    store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
+    try:
+        ingest_paths(paths, store, fmt, progress, idempotent=db is not None, limits=limits)
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
+                       heartbeat_misses=heartbeat_misses)
+    except BaseException:
+        store.close()
+        raise
+
+
+@at_the_edge
+def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
+           allow_quarantined: int = 0, scope: Scope | None = None,
+           lock_timeout: float = 0.0,
+           vocabulary: Vocabulary | str | os.PathLike | None = None,
+           by: Iterable[str] | None = None, heartbeat_misses: int = 1) -> AuditResult:
+    """Re-run detection over a persistent store written by ``ingest`` or the span processor.
+
+    The store is opened read-only: another user's store, or a CI artifact, can be reported on.
+    ``vocabulary`` is checked (``VocabularyError``) but changes nothing: it applies when lines are
+    ingested, and the store holds them normalized. ``by`` and ``heartbeat_misses``: see ``analyze``."""
+    check_store(db)
+    store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary, read_only=True)
+    try:
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
+                       heartbeat_misses=heartbeat_misses)
+    except BaseException:
+        store.close()
+        raise
+
+
+def check_store(db: str | os.PathLike) -> None:
+    """Raise ``AuditError`` unless ``db`` exists (``report`` never creates an empty store)."""
+    if not Path(db).exists():
+        raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a big audit builds its objects, then restore it.
+
+    A ten-million-event audit creates millions of long-lived findings, incidents and workflow
+    summaries, none of them in a reference cycle; with the collector running, each generation-2
+    pass walks all of them again (a quarter of detect + explain at 1M events). It is a process-wide
+    switch, so it is switched back on however the block ends, and left off if it was off.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _first_reason(summary) -> str:
+    if not summary.quarantine:
+        return "-"
+    q = summary.quarantine[0]
+    return f"{q.file}:{q.line}: {q.reason}"
