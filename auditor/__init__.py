@@ -10,16 +10,16 @@ explain) and returns an ``AuditResult``; ``report(db)`` re-runs detection over a
 
 from __future__ import annotations
 
-from .errors import (AuditError, AuditorError, InputError, LimitExceeded, NoEvents, OutputError, ResultClosed,
-                     StoreError, StoreLocked)
-from .expect import Comparison, ExpectError, compare_expected, load_expected
-from .health import LeaseHealth
-from .limits import Limits
-from .model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
-from .result import AuditResult, AuditSession
-from .scope import Scope, ScopeError
+from .core.errors import (AuditError, AuditorError, InputError, LimitExceeded, NoEvents, OutputError,
+                          ResultClosed, StoreError, StoreLocked)
+from .explain.expect import Comparison, ExpectError, compare_expected, load_expected
+from .detect.lease.facts import LeaseHealth
+from .core.limits import Limits
+from .core.model import Diagnostic, Event, Finding, Grade, Incident, Kind, Verdict
+from .explain.result import AuditResult, AuditSession
+from .explain.scope import Scope, ScopeError
 from .store import Store
-from .vocabulary import Vocabulary, VocabularyError
+from .normalize.vocabulary import Vocabulary, VocabularyError
 from .pipeline import analyze, audit, check_store, ingest_paths, report
 
 __all__ = ["audit", "ingest_paths", "report", "analyze", "check_store", "AuditResult", "AuditSession",

@@ -7,21 +7,20 @@ Spark engine and the receiver call these; ``auditor/__init__.py`` re-exports the
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import AuditError, NoEvents, at_the_edge
+from .core.collector import no_gc
+from .core.errors import AuditError, NoEvents, at_the_edge
 from .ingest.sources import Progress
-from .limits import Limits
-from .model import Diagnostic, Finding, Grade, Incident
-from .result import AuditResult, AuditSession, WorkflowTable
-from .scope import Scope
+from .core.limits import Limits
+from .core.model import Diagnostic, Finding, Grade, Incident
+from .explain.result import AuditResult, AuditSession, WorkflowTable
+from .explain.scope import Scope
 from .store import Store
-from .vocabulary import Vocabulary
+from .normalize.vocabulary import Vocabulary
 
 
 @at_the_edge
@@ -35,7 +34,7 @@ def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "a
     ``store.skipped`` and shows in the input summary.
     """
     from .ingest import discover
-    from .store_feed import read_sources
+    from .store.feed import read_sources
 
     sources = discover(paths, limits or Limits.from_env(), store.skipped)
     return read_sources(store, sources, fmt, progress, idempotent)
@@ -55,10 +54,10 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     grouped by the ``attrs`` members ``by`` (None: ``tool``, ``model``, ``provider`` when present),
     judged with ``heartbeat_misses`` as ``R`` in ``L > R*H+J``.
     """
-    from .detect.timeline import excerpts
-    from .explain import MAX_TIMELINE_EVENTS, drawn_keys
-    from .health import check_options, lease_health
-    from .result import narrow
+    from .detect.batch.timeline import excerpts
+    from .explain.incidents import MAX_TIMELINE_EVENTS, drawn_keys
+    from .detect.lease.batch import check_options, lease_health
+    from .explain.result import narrow
 
     by = check_options(by, heartbeat_misses)  # a bad option fails before any work
     summary = store.input_summary()
@@ -72,7 +71,7 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     store.shrink()
     # The collector stays off until the result is whole: switched back on any earlier, its first
     # passes walk every finding, incident and summary just built (0.4 s at two million events).
-    with _no_gc():
+    with no_gc():
         found = detect_and_explain(store)
         result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
                              findings=found.findings, incidents=found.incidents,
@@ -98,10 +97,10 @@ def detect_and_explain(store: Store, newest_ts=None) -> Explained:
     """Detect, group into incidents, summarize each workflow key: ``analyze``'s work on the
     events. ``newest_ts`` is the newest event time of the whole log when ``store`` holds only a
     part of it (one partition of a distributed audit): evidence freshness is measured against it."""
-    from .detect import detect
-    from .explain import incidents, workflows
+    from .detect.batch import detect
+    from .explain.incidents import incidents, workflows
 
-    with _no_gc():
+    with no_gc():
         det = detect(store)
         if newest_ts is not None:
             det.newest_ts = newest_ts
@@ -160,7 +159,7 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    from .health import check_options
+    from .detect.lease.batch import check_options
 
     check_options(by, heartbeat_misses)  # before the input is read
     store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
@@ -198,24 +197,6 @@ def check_store(db: str | os.PathLike) -> None:
     """Raise ``AuditError`` unless ``db`` exists (``report`` never creates an empty store)."""
     if not Path(db).exists():
         raise AuditError(f"{db}: no such DuckDB store; create it with 'auditor ingest PATH --db {db}'")
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a big audit builds its objects, then restore it.
-
-    A ten-million-event audit creates millions of long-lived findings, incidents and workflow
-    summaries, none of them in a reference cycle; with the collector running, each generation-2
-    pass walks all of them again (a quarter of detect + explain at 1M events). It is a process-wide
-    switch, so it is switched back on however the block ends, and left off if it was off.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _first_reason(summary) -> str:

@@ -212,7 +212,7 @@ class Receiver:
     def document_list(self, key: str) -> bytes:
         """``key`` ("findings" or "incidents") of the batch audit of everything accepted so far."""
         from . import report
-        from .errors import NoEvents
+        from .core.errors import NoEvents
         from .render.json import render_json
 
         self.audit.force_flush()
@@ -277,7 +277,7 @@ def decode_request(signal: str, body: bytes, content_type: str, encoding: str, l
     except ValueError as e:
         return "error", 400, ctype, str(e)
     if prepare and records:
-        from .store_typed import prepare as split_ahead
+        from .store.typed import prepare as split_ahead
 
         # the live store keeps no payloads
         return "ok", PackedRecords(records), reasons, split_ahead(records)
@@ -362,7 +362,7 @@ def _decoder_ready() -> bool:
 
     from .ingest.otlp import request_records  # noqa: F401
     from .otel.otlp_proto import log_records, trace_records  # noqa: F401
-    from .store_typed import prepare
+    from .store.typed import prepare
 
     prepare([{"workflow_key": "k", "kind": "progress", "epoch": 1, "seq": 1}])  # pyarrow's first table
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: F401

@@ -260,7 +260,7 @@ def _children(pid: int) -> list[int]:
 
 
 def load_events(n: int) -> list:
-    from auditor.model import Event, Kind, Reporter, SinkResult
+    from auditor.core.model import Event, Kind, Reporter, SinkResult
     from auditor.simulate.scale import generate_log
 
     kinds, results, reporters = ({m.value: m for m in e} for e in (Kind, SinkResult, Reporter))
@@ -282,7 +282,7 @@ def load_events(n: int) -> list:
 
 
 def measure_detection(n: int, rounds: int) -> dict:
-    from auditor.detect.live import detect_events
+    from auditor.detect.live.detector import detect_events
 
     events = load_events(n)
     times, found = [], 0

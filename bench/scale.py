@@ -70,7 +70,7 @@ print(json.dumps({"rows": row[0], "query_s": time.perf_counter() - t}))
 DETECT_ONLY = """
 import duckdb, json, sys, time
 sys.path.insert(0, sys.argv[4])
-from auditor.detect import _BUILD, SQL
+from auditor.detect.batch import _BUILD, SQL
 t = time.perf_counter()
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
@@ -330,9 +330,9 @@ def run_phases(log: str) -> None:
     from auditor.render.json import write_json
     from auditor.store import Store
     mark("import")
-    import auditor.detect
+    import auditor.detect.batch
 
-    detect, spent = auditor.detect.detect, []
+    detect, spent = auditor.detect.batch.detect, []
 
     def timed_detect(store):  # analyze() looks detect up when it runs: split detect from explain
         start = time.perf_counter()
@@ -341,7 +341,7 @@ def run_phases(log: str) -> None:
         finally:
             spent.append(time.perf_counter() - start)
 
-    auditor.detect.detect = timed_detect
+    auditor.detect.batch.detect = timed_detect
     store = Store(None)
     ingest_paths([log], store, "auto", None, idempotent=False)
     mark("ingest")
@@ -382,8 +382,8 @@ def run_careful(log: str, out: str) -> None:
 
 def run_reference(log: str, out: str) -> None:
     """(c): everything in plain Python, one ``json.loads`` per line."""
-    from auditor.detect.live import detect_events
-    from auditor.model import Event, Kind, Reporter, SinkResult
+    from auditor.detect.live.detector import detect_events
+    from auditor.core.model import Event, Kind, Reporter, SinkResult
 
     kinds, results, reporters = ({m.value: m for m in e} for e in (Kind, SinkResult, Reporter))
     shared: dict[str, str] = {}

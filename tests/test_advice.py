@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from auditor.model import Grade
+from auditor.core.model import Grade
 from auditor.rules import RESPONSES
 
 from .conftest import history

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from auditor import audit
-from auditor.model import Grade
+from auditor.core.model import Grade
 
 from .conftest import ev, write_jsonl
 from .test_rules import findings

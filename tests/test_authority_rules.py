@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from auditor.authority import AuthorityTracker, as_event, compensate, opts_in
+from auditor.rules.authority import AuthorityTracker, as_event, compensate, opts_in
 
 
 def t(minute: int) -> datetime:

@@ -365,8 +365,8 @@ def test_event_id_conflicts_count_against_the_verdict_whatever_the_scope():
     import dataclasses
 
     from auditor import Scope, Verdict, audit
-    from auditor.model import Diagnostic, DiagnosticKind
-    from auditor.result import narrow
+    from auditor.core.model import Diagnostic, DiagnosticKind
+    from auditor.explain.result import narrow
 
     clean = audit([str(FIXTURES / "clean_handover.jsonl")])
     conflict = Diagnostic("d-1", DiagnosticKind.EVENT_ID_CONFLICT, "elsewhere", 4, 1, "one id, two contents")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.model import Confidence, Grade, Outcome
+from auditor.core.model import Confidence, Grade, Outcome
 
 from .conftest import ev, history, triples
 
@@ -93,7 +93,7 @@ def test_lean_reads_lower_the_memory_limit_but_never_raise_it(monkeypatch):
     """detect.lean runs a read under a lower DuckDB limit (the finding rows under 256 MB); an
     AUDITOR_MEMORY_LIMIT already below that stays, and the usual limit comes back after."""
     import auditor.store as store
-    from auditor.detect import lean
+    from auditor.detect.batch import lean
 
     def limit(con):
         return con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
@@ -115,7 +115,7 @@ def test_ties_on_seq_and_event_id_resolve_in_feed_order():
     first row it meets among equal keys, so the adverse row is put first here."""
     import duckdb
 
-    from auditor.detect import SQL
+    from auditor.detect.batch import SQL
 
     con = duckdb.connect()
     con.execute("CREATE TEMP TABLE finding_keys AS SELECT 'k' AS k")
@@ -138,7 +138,7 @@ def test_rows_sharing_seq_and_event_id_keep_file_order(tmp_path):
     with audit([log]) as result:
         assert result.events_frame()["worker"].to_list() == ["w1", *(f"w{n}" for n in range(9, 1, -1))]
         assert [e.worker for e in result.store.events_of("k")] == ["w1", *(f"w{n}" for n in range(9, 1, -1))]
-        from auditor.detect.timeline import excerpts
+        from auditor.detect.batch.timeline import excerpts
 
         (timeline,) = excerpts(result.store, ["k"], [], 100).values()
         assert [t.event.worker for t in timeline.events] == ["w1", *(f"w{n}" for n in range(9, 1, -1))]

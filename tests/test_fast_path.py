@@ -41,11 +41,11 @@ def test_fast_path_writes_the_careful_document(log):
 def test_careful_store_takes_no_line_on_the_fast_path(tmp_path, monkeypatch):
     """The reference really is the careful normalizer: with ``careful`` every line reaches
     ``normalize_line``; without it a canonical line does not."""
-    import auditor.store_setup
+    import auditor.store.setup
 
     calls = []
-    real = auditor.store_setup.normalize_line
-    monkeypatch.setattr(auditor.store_setup, "normalize_line", lambda *a: calls.append(a) or real(*a))
+    real = auditor.store.setup.normalize_line
+    monkeypatch.setattr(auditor.store.setup, "normalize_line", lambda *a: calls.append(a) or real(*a))
     log = tmp_path / "one.jsonl"
     log.write_text('{"seq":1,"workflow_key":"k","kind":"lease_acquired","epoch":1,"worker":"w"}\n'
                    '{"seq":2,"workflow_key":"k","kind":"progress","epoch":1,"worker":"w"}\n')
@@ -61,7 +61,7 @@ def test_fast_path_counts_every_canonical_field():
     import re
 
     from auditor.store import SQL
-    from auditor.fields import FIELDS
+    from auditor.core.fields import FIELDS
 
     counted = re.findall(r"\(j\.(\w+) IS NOT NULL\)::INTEGER", SQL["stage"])
     assert sorted(counted) == sorted([*FIELDS, "attrs"])
@@ -73,7 +73,7 @@ def test_blank_is_what_str_strip_removes():
     this Python's ``str.isspace`` names, or a blank value could pass the fast path as text."""
     import sys
 
-    from auditor.fields import BLANK
+    from auditor.core.fields import BLANK
 
     assert BLANK == "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
@@ -132,7 +132,7 @@ def test_both_engines_read_the_same_instants(tmp_path):
     import json
     from datetime import timezone
 
-    from auditor.timeparse import instant
+    from auditor.core.instants import instant
 
     log = tmp_path / "instants.jsonl"
     with open(log, "w", encoding="utf-8") as f:

@@ -31,7 +31,7 @@ import pytest
 from typer.testing import CliRunner
 
 from auditor import audit
-from auditor.cli import app
+from auditor.cli.app import app
 
 from .conftest import FIXTURES, ROOT
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from auditor import audit
-from auditor.model import Grade
+from auditor.core.model import Grade
 from auditor.render import html as report_html
+from auditor.rules.grades import spec
 from auditor.render.html import build_context, render_html
 
 from .conftest import FIXTURES, ROOT, vocabulary_of
@@ -589,10 +590,11 @@ def test_chromium_opens_ten_thousand_findings(browser, many, tmp_path):
     page.close()
 
 
-def test_grades_in_the_report_follow_the_model():
-    css = (report_html._TEMPLATES / "_style.css.j2").read_text()
+def test_grades_in_the_report_follow_the_model(seed):
+    """The report's grade colours and selectors come from rules.grades (tests/test_grades.py)."""
+    html = render_html(seed)
     for g in Grade:
-        assert f"--{g.value}:" in css and f".g-{g.value}" in css
+        assert f"--{g.value}: {spec(g).colour};" in html and f".g-{g.value} {{" in html
 
 
 def test_axis_is_spaced_by_seq_and_long_runs_without_events_are_shortened(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from auditor import audit
-from auditor.model import Kind
+from auditor.core.model import Kind
 
 from .conftest import FIXTURES, triples
 
@@ -150,7 +150,8 @@ def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch)
     import functools
     import io
 
-    import auditor.store_feed as ingest
+    import auditor.ingest.jsonl as jsonl
+    import auditor.store.feed as ingest
     import auditor.store as store
     from auditor.render.json import write_json
 
@@ -170,7 +171,7 @@ def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch)
             return out.getvalue(), (r.input.lines_read, r.input.events, r.input.duplicates, r.input.quarantined)
 
     whole = document()
-    monkeypatch.setattr(ingest, "jsonl_chunks", functools.partial(ingest.jsonl_chunks, chunk_bytes=64 << 10))
+    monkeypatch.setattr(jsonl, "jsonl_chunks", functools.partial(jsonl.jsonl_chunks, chunk_bytes=64 << 10))
     monkeypatch.setattr(store, "APPEND_ROWS", 700)
     apart = document()
     read, events, duplicates, quarantined = whole[1]
@@ -245,15 +246,16 @@ def test_a_store_that_fails_mid_file_stops_the_reader_at_once(tmp_path, monkeypa
     import functools
     import threading
 
-    import auditor.store_feed as ingest
+    import auditor.ingest.jsonl as jsonl
+    import auditor.store.feed as ingest
     import auditor.store as store
-    from auditor.errors import StoreError
+    from auditor.core.errors import StoreError
     from auditor.ingest.sources import discover
 
     lines = SEED.read_text().splitlines()
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join(lines * 6000) + "\n")
-    monkeypatch.setattr(ingest, "jsonl_chunks", functools.partial(ingest.jsonl_chunks, chunk_bytes=64 << 10))
+    monkeypatch.setattr(jsonl, "jsonl_chunks", functools.partial(jsonl.jsonl_chunks, chunk_bytes=64 << 10))
     monkeypatch.setattr(store, "APPEND_ROWS", 1)
     appended = []
 
@@ -278,7 +280,7 @@ def test_the_attrs_memory_lasts_one_ingest(tmp_path, monkeypatch):
     """The attrs function remembers the attrs it decoded (raw text: payloads before hashing)
     for the ingest that read them, no longer."""
     import auditor.store as store
-    from auditor.store_setup import _ATTRS_SEEN
+    from auditor.store.setup import _ATTRS_SEEN
 
     seen = []
     real = store.forget_attrs
@@ -303,7 +305,7 @@ def test_the_attrs_memory_lasts_one_ingest(tmp_path, monkeypatch):
 def test_attrs_batch_gives_what_attrs_udf_gives_row_by_row(keep, rows):
     import pyarrow as pa
 
-    from auditor.store_setup import attrs_batch, attrs_udf, forget_attrs
+    from auditor.store.setup import attrs_batch, attrs_udf, forget_attrs
 
     values = [None if i % 5 == 0 else '{"attrs":{"prompt":"secret","n":%d}}' % (i % 7) for i in range(rows - 1)]
     values.append('{"attrs":{"a":"' + "y" * 600 + '"}}')  # past what the memory holds
@@ -323,7 +325,8 @@ def test_rejected_lines_leave_the_events_table_for_the_quarantine(tmp_path, monk
     same events, quarantine the same lines with the same reasons, and leave no marked row."""
     import functools
 
-    import auditor.store_feed as ingest
+    import auditor.ingest.jsonl as jsonl
+    import auditor.store.feed as ingest
     import auditor.store as store
     from auditor.ingest.sources import discover
 
@@ -349,7 +352,7 @@ def test_rejected_lines_leave_the_events_table_for_the_quarantine(tmp_path, monk
     assert batch[2] == 0 and len(batch[1]) == 5 and len(batch[0]) == len(good)
 
     monkeypatch.setattr(ingest, "SMALL_FILE", 0)  # each file read as a big one, in chunks
-    monkeypatch.setattr(ingest, "jsonl_chunks", functools.partial(ingest.jsonl_chunks, chunk_bytes=256))
+    monkeypatch.setattr(jsonl, "jsonl_chunks", functools.partial(jsonl.jsonl_chunks, chunk_bytes=256))
     monkeypatch.setattr(store, "APPEND_ROWS", 4)
     with store.Store(None) as s:
         ingest.read_sources(s, discover(small))

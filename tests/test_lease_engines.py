@@ -26,10 +26,11 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from auditor import audit, lease_rules
-from auditor.health import LeaseHealth
-from auditor.health_live import HEARTBEAT, MEASURED_AT, TAKEOVER, LeaseWatch, Measurement
-from auditor.normalize import normalize
+from auditor import audit
+from auditor.rules import lease as lease_rules
+from auditor.detect.lease.facts import LeaseHealth
+from auditor.detect.lease.live import HEARTBEAT, MEASURED_AT, TAKEOVER, LeaseWatch, Measurement
+from auditor.normalize.reference import normalize
 from auditor.otel import AuditLogRecordProcessor
 from auditor.otel.convert import event_from_record
 
@@ -230,7 +231,7 @@ def _placeless(numbers: dict | None) -> dict | None:
 
 
 def _label(group) -> str:
-    from auditor.health import label
+    from auditor.detect.lease.facts import label
 
     return label(group)
 

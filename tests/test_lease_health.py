@@ -12,7 +12,7 @@ import json
 import pytest
 
 from auditor import AuditError, Scope, audit, report
-from auditor.model import DiagnosticKind, Verdict
+from auditor.core.model import DiagnosticKind, Verdict
 from auditor.render.markdown import code, render_markdown
 from auditor.render.terminal import lease_lines
 

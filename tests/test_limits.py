@@ -17,7 +17,7 @@ import pytest
 import zstandard
 
 from auditor import AuditorError, LimitExceeded, Limits, audit
-from auditor.limits import RATIO_FLOOR
+from auditor.core.limits import RATIO_FLOOR
 
 from .conftest import ROOT
 

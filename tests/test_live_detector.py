@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auditor import audit
-from auditor.detect.live import LiveDetector, detect_events
-from auditor.detect.timeline import iter_events
-from auditor.model import Event, Outcome
+from auditor.detect.live.detector import LiveDetector, detect_events
+from auditor.detect.batch.timeline import iter_events
+from auditor.core.model import Event, Outcome
 from auditor.otel.convert import event_from_record
 
 from .conftest import FIXTURES, ev, vocabulary_of, write_jsonl

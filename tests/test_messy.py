@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from auditor import Vocabulary, VocabularyError, audit
-from auditor.normalize import Rejected, normalize, parse_line
+from auditor.normalize.reference import Rejected, normalize, parse_line
 from auditor.store import Store
 
 from .conftest import FIXTURES, run_cli, write_jsonl

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from auditor import audit, report
-from auditor.normalize import Rejected, normalize
+from auditor.normalize.reference import Rejected, normalize
 from auditor.otel.convert import event_from_record
 from auditor.store import Store
 

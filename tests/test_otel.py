@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, AlwaysRecordSampler
 
 from auditor import audit, report
 from auditor.ingest.otlp import read_otlp
-from auditor.model import Confidence, Event
+from auditor.core.model import Confidence, Event
 from auditor.otel import (OWNERSHIP_ATTRIBUTES, AuditAllSampler, AuditSpanProcessor, MappingError, event_from_record,
                           map_span, rfc3339, span_events, span_records)
 from auditor.store import Store
@@ -831,8 +831,8 @@ def test_a_locked_store_drops_only_the_oldest_records_past_half_the_limit(tmp_pa
     newest max_unwritten // 2 records for the retry and drops (and counts) only the oldest past
     that, as it did per record; a part straddling the cut loses its oldest records, not all of
     them. Dropping whole parts lost a request of records that fitted."""
-    from auditor.errors import StoreLocked
-    from auditor.store_typed import prepare
+    from auditor.core.errors import StoreLocked
+    from auditor.store.typed import prepare
 
     def locked(self, name, parts):
         raise StoreLocked("locked by another process")

@@ -16,11 +16,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 
 from auditor import audit
-from auditor.normalize import normalize
+from auditor.normalize.reference import normalize
 from auditor.otel import AuditLogRecordProcessor, AuditSpanProcessor
 from auditor.otel.ownership import Lease
 from auditor.simulate import LeaseTiming, simulate
-from auditor.vocabulary import vocabulary_of
+from auditor.normalize.vocabulary import vocabulary_of
 
 from .conftest import FIXTURES
 from .test_otel import SEED, triples

@@ -15,7 +15,7 @@ def test_package_data_ships_every_non_python_file():
     package = ROOT / "auditor"
     needed = [p.relative_to(package).as_posix() for p in package.rglob("*")
               if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
-    assert "store.sql" in needed and "detect/detect.sql" in needed
+    assert "store/store.sql" in needed and "detect/batch/detect.sql" in needed
     missing = [n for n in needed if not any(fnmatch.fnmatch(n, g) and n.count("/") == g.count("/") for g in globs)]
     assert missing == []
 
@@ -34,7 +34,7 @@ def test_a_small_audit_leaves_pandas_alone(tmp_path):
         import pytest
 
         pytest.skip("pandas is not installed here, so nothing could import it")
-    code = ("import sys; from auditor.cli import main; sys.argv = ['auditor'] + sys.argv[1:]\n"
+    code = ("import sys; from auditor.cli.app import main; sys.argv = ['auditor'] + sys.argv[1:]\n"
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "sys.exit(100 + code if 'pandas' in sys.modules else code)")
     for log in ("seed_split_brain.jsonl", "job_log_aliases.jsonl", "empty_strings_are_absent.jsonl"):

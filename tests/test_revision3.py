@@ -11,8 +11,8 @@ import json
 import pytest
 
 from auditor import audit
-from auditor.detect.live import detect_events
-from auditor.detect.timeline import iter_events
+from auditor.detect.live.detector import detect_events
+from auditor.detect.batch.timeline import iter_events
 from auditor.render.json import render_json
 from auditor.render.markdown import render_markdown
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from auditor import audit
-from auditor.detect.live import detect_events
+from auditor.detect.live.detector import detect_events
 
 from .conftest import ev, write_jsonl
 from .test_live_detector import event
@@ -129,7 +129,7 @@ def test_engines_agree_field_by_field(specs, tmp_path):
 def test_finding_and_incident_ids_are_stable_ids(key, grade, position, displaced):
     """finding_id and incident_id write stable_id's text out for speed: they must stay the same
     ids, or a rerun, the live detector and older documents would name findings differently."""
-    from auditor.model import Grade
+    from auditor.core.model import Grade
     from auditor.rules import finding_id, incident_id, stable_id
 
     assert finding_id(key, Grade(grade), position) == stable_id("f-", key, grade, position)
@@ -142,8 +142,8 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
     __init__): every finding of the fixtures comes out equal, field for field, and defaults apply."""
     import dataclasses
 
-    from auditor.model import (Finding, Grade, Incident, Kind, build_effect, build_event_ref, build_finding,
-                               build_incident, build_owner, builder)
+    from auditor.core.model import (Finding, Grade, Incident, Kind, build_effect, build_event_ref,
+                                    build_finding, build_incident, build_owner, builder)
 
     from .conftest import FIXTURES
 

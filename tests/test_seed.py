@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from auditor import audit
-from auditor.model import Confidence, Grade, Kind, Outcome
+from auditor.core.model import Confidence, Grade, Kind, Outcome
 
 from .conftest import FIXTURES
 
@@ -84,7 +84,7 @@ def test_audit_restores_the_garbage_collector(monkeypatch):
     """analyze() pauses the cyclic GC while it builds objects; a notebook's setting survives it."""
     import gc
 
-    import auditor.explain
+    import auditor.explain.incidents
 
     assert gc.isenabled()
     assert len(audit([SEED]).findings) == 4
@@ -100,7 +100,7 @@ def test_audit_restores_the_garbage_collector(monkeypatch):
         assert not gc.isenabled()  # paused inside
         raise RuntimeError("explain failed")
 
-    monkeypatch.setattr(auditor.explain, "incidents", boom)
+    monkeypatch.setattr(auditor.explain.incidents, "incidents", boom)
     with pytest.raises(RuntimeError, match="^explain failed$"):
         audit([SEED])
     assert gc.isenabled()
@@ -119,14 +119,14 @@ def test_result_closes_its_store_and_keeps_its_data():
 
 
 def test_timelines_read_under_a_limit_too_low_for_them_are_read_again(monkeypatch):
-    import auditor.detect
-    from auditor.detect import timeline
-    from auditor.explain import MAX_TIMELINE_EVENTS, drawn_keys
+    import auditor.detect.batch
+    from auditor.detect.batch import timeline
+    from auditor.explain.incidents import MAX_TIMELINE_EVENTS, drawn_keys
 
     with audit([SEED]) as r:
         keys = drawn_keys(r)
         limit = r.store.con.execute("SELECT current_setting('memory_limit')").fetchall()
-        monkeypatch.setattr(auditor.detect, "LEAN_MEMORY", "1MB")  # the query runs out of memory under it
+        monkeypatch.setattr(auditor.detect.batch, "LEAN_MEMORY", "1MB")  # the query runs out of memory under it
         again = timeline.excerpts(r.store, keys, r.findings, MAX_TIMELINE_EVENTS)
         assert again == r.timelines and set(again) == {LEDGER, "reports/index/2026-07-26"}
         assert r.store.con.execute("SELECT current_setting('memory_limit')").fetchall() == limit

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.model import Grade, Kind, Reporter, SinkResult
+from auditor.core.model import Grade, Kind, Reporter, SinkResult
 from auditor.simulate import (
     CHARGE_CENTS,
     DANGEROUS,
@@ -323,8 +323,8 @@ def test_mandates_auditor_and_live_find_exactly_the_simulated_truth(mode, mandat
     unauthorized effect through (its refusals are rejected attempts); the one that does not lets
     them commit. Both engines report exactly the simulation's own bookkept truth."""
     from auditor import audit
-    from auditor.detect.live import detect_events
-    from auditor.detect.timeline import iter_events
+    from auditor.detect.live.detector import detect_events
+    from auditor.detect.batch.timeline import iter_events
 
     sim = simulate(120, seed=3, mode=mode, mandates=mandates)
     path = tmp_path / "m.jsonl"

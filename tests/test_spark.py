@@ -187,7 +187,7 @@ def test_the_command_line_writes_the_same_document(spark, tmp_path):
     """In this process, so that it runs on the module's session (a JVM takes long to start here)."""
     from typer.testing import CliRunner
 
-    from auditor.cli import app
+    from auditor.cli.app import app
 
     seed = FIXTURES / "seed_split_brain.jsonl"
     out = tmp_path / "spark.json"
@@ -202,7 +202,7 @@ def test_the_command_line_with_every_reporting_option_writes_what_duckdb_writes(
     """--map, --key, --since, --allow-quarantined and every rendering: the same files, the same exit."""
     from typer.testing import CliRunner
 
-    from auditor.cli import app
+    from auditor.cli.app import app
 
     logs = [str(FIXTURES / name) for name in ("seed_split_brain.jsonl", "job_log_mapped_vocabulary.jsonl",
                                               "event_id_conflict.jsonl")]
@@ -233,7 +233,7 @@ def test_the_command_line_with_every_reporting_option_writes_what_duckdb_writes(
 def test_what_the_spark_engine_cannot_do_is_refused_before_anything_is_read(tmp_path, args, message):
     from typer.testing import CliRunner
 
-    from auditor.cli import app
+    from auditor.cli.app import app
 
     engine = [] if "--engine" in args else ["--engine", "spark"]
     done = CliRunner().invoke(app, ["audit", str(FIXTURES / "seed_split_brain.jsonl"), *engine, *args])

@@ -15,7 +15,7 @@ import pytest
 
 from auditor import AuditorError, Store, StoreError, audit, ingest_paths, report
 from auditor.ingest import discover
-from auditor.store_feed import read_source
+from auditor.store.feed import read_source
 
 from .conftest import FIXTURES, ROOT, run_cli
 from .test_hostile import _without_dac_override

@@ -16,7 +16,7 @@ import pytest
 
 from auditor.serve import JSON, PROTOBUF, _decode
 from auditor.store import Store
-from auditor.store_typed import prepare, split
+from auditor.store.typed import prepare, split
 
 from .conftest import FIXTURES, ROOT
 
@@ -168,7 +168,7 @@ def test_the_live_shortcut_follows_the_stores_rule(name):
     typed columns are the shortcut's own; and each is what the checked path makes of the record,
     in every field the detector reads."""
     from auditor.otel.convert import event_from_record, record_event, typed_events
-    from auditor.store_typed import typed
+    from auditor.store.typed import typed
 
     # a value Arrow cannot hold (a lone surrogate) sends its whole request the record way: not here
     records = [r for r in RECORDS[name]() if prepare([r]).typed is not None]

@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from auditor import audit
-from auditor.model import Grade
-from auditor.result import WorkflowSummary, WorkflowTable
+from auditor.core.model import Grade
+from auditor.explain.result import WorkflowSummary, WorkflowTable
 
 from .conftest import FIXTURES
 

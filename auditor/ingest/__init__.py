@@ -13,32 +13,28 @@ picks the format (``store_feed`` hands the chunks to the store).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .compression import DamagedStream, compression_of, open_bytes
 from .jsonl import CHUNK_BYTES, damage_table, jsonl_chunks
 from .readers import careful_csv_chunks, duckdb_chunks
-from .sources import _COMPRESSED, _SUFFIXES, Source, digest_of, discover
+from .formats import COMPRESSED, FORMATS, NAMES, SUFFIXES
+from .sources import Source, digest_of, discover
 
-__all__ = ["FORMATS", "InputError", "DamagedStream", "Source", "discover", "detect_format",
+__all__ = ["FORMATS", "NAMES", "InputError", "DamagedStream", "Source", "discover", "detect_format",
            "compression_of", "open_bytes", "jsonl_chunks", "duckdb_chunks",
            "careful_csv_chunks", "damage_table", "digest_of", "CHUNK_BYTES"]
 
-FORMATS = ("auto", "jsonl", "csv", "parquet", "otlp")
-#: The Collector's file exporter writes one export request per line, ``{"resourceSpans": ...`` or
-#: ``{"resourceLogs": ...``. Only the first line decides: canonical events may well mention them
-#: in their attrs.
-_OTLP_FIRST_LINE = re.compile(rb'(?:\xef\xbb\xbf)?\s*\{\s*"resource(?:Spans|Logs)"\s*:')
-
 
 def detect_format(source: Source) -> str:
-    """Guess the format from the name, else from the first bytes of the content."""
+    """The format of ``source`` (``formats.FORMATS``): from its name, unless its content is
+    unmistakably another format's (a Parquet magic, an OTLP export request); from its content
+    when the name says nothing."""
     suffixes = [s.lower() for s in Path(source.name).suffixes[-2:]] if source.name != "<stdin>" else []
-    if suffixes and suffixes[-1] in _COMPRESSED:
+    if suffixes and suffixes[-1] in COMPRESSED:
         suffixes = suffixes[:-1]
-    by_name = _SUFFIXES.get(suffixes[-1]) if suffixes else None
+    by_name = SUFFIXES.get(suffixes[-1]) if suffixes else None
     try:
         with open_bytes(source.path, source.limits, source.name) as f:
             head = f.read(64 << 10)
@@ -46,18 +42,13 @@ def detect_format(source: Source) -> str:
         head = b""  # damaged from the first byte: the reader reports it as line 1
     except (OSError, EOFError) as e:
         raise InputError(f"{source.name}: cannot read: {e}") from e
-    if head[:4] == b"PAR1":
-        return "parquet"
-    from .otlp import is_framed
-
     with open(source.path, "rb") as raw:
-        if is_framed(raw.read(8)):  # the Collector's zstd layout: a size prefix, then a frame
-            return "otlp"
-    if by_name in (None, "jsonl") and _OTLP_FIRST_LINE.match(head):
-        return "otlp"
+        first = raw.read(8)
+    for fmt in FORMATS:
+        if (fmt.raw is not None and fmt.raw(first)) or (fmt.overrides and fmt.claims(by_name) and fmt.sniff(head)):
+            return fmt.name
     if by_name:
         return by_name
-    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    return "jsonl" if stripped[:1] in (b"{", b"[") or not stripped else "csv"
+    return next(fmt.name for fmt in FORMATS if fmt.sniff(head))
 
 

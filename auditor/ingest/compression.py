@@ -11,8 +11,8 @@ import zlib
 from pathlib import Path
 from typing import IO
 
-from ..errors import InputError, LimitExceeded
-from ..limits import RATIO_FLOOR, Limits, how_to_raise
+from ..core.errors import InputError, LimitExceeded
+from ..core.limits import RATIO_FLOOR, Limits, how_to_raise
 
 
 class DamagedStream(InputError):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
-from ..arrow import bools, int64s
-from ..errors import InputError
+from ..core.arrow import bools, int64s
+from ..core.errors import InputError
 from .compression import DamagedStream, compression_of, open_bytes
 from .sources import Progress, Source
 
@@ -140,7 +140,7 @@ BIG_LINE = 1 << 20
 
 
 def too_long_reason(max_line: int) -> str:
-    from ..limits import how_to_raise
+    from ..core.limits import how_to_raise
 
     return (f"line is longer than {max_line:,} bytes, the limit on one line; write large payloads "
             f"elsewhere and reference them, or {how_to_raise('max_line_bytes')}")

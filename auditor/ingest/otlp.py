@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..limits import Limits
+from ..core.limits import Limits
 
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ def _walk(resources: Any, top: str, scopes: str, items: str, what: str,
 
 
 def _log(log: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
-    from ..otel.mapping import map_log
+    from .otel_mapping import map_log
 
     name = log.get("eventName")
     rec = map_log(name if isinstance(name, str) else None,
@@ -228,7 +228,7 @@ def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]
                        _attributes(ev.get("attributes")), _int(ev.get("droppedAttributesCount"), "droppedAttributesCount") or 0))
     capped = bool(_int(span.get("droppedAttributesCount"), "droppedAttributesCount")
                   or _int(span.get("droppedEventsCount"), "droppedEventsCount"))
-    from ..otel.mapping import map_span  # here, not at the top: format detection imports this module
+    from .otel_mapping import map_span
 
     return map_span(_hex_id(span.get("traceId"), 32, "traceId"), _hex_id(span.get("spanId"), 16, "spanId"),
                     str(span.get("name", "")), _int(span.get("startTimeUnixNano"), "startTimeUnixNano"),

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from ..errors import InputError
-from ..sql import QUIET
+from ..core.errors import InputError
+from ..core.sql import QUIET
 from .compression import DamagedStream, compression_of, open_bytes
 from .csv_lines import record_lines
 from .jsonl import CHUNK_BYTES, _corrupt, damage_table, too_long_reason
@@ -97,7 +97,7 @@ def _row_object(con: duckdb.DuckDBPyConnection, reader: str, params: list) -> st
 def _object_of(given: list[str], names: list[str]) -> str:
     """``to_json(t)`` when the ``given`` column names are distinct fields; else the object with
     the given names, DuckDB's ``names`` for the columns (a null member is left out, as absent)."""
-    from ..fields import name_key
+    from ..core.fields import name_key
 
     keys = [name_key(c) for c in given]
     if len(set(keys)) == len(keys):

@@ -19,15 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from ..errors import InputError, LimitExceeded
-from ..limits import Limits, how_to_raise
-from ..model import SkippedPath
+from ..core.errors import InputError, LimitExceeded
+from ..core.limits import Limits, how_to_raise
+from ..core.model import SkippedPath
+from .formats import COMPRESSED, SUFFIXES
 
 Progress = Callable[[int], None]  # called with the number of input bytes just consumed
 
-_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".log": "jsonl",
-             ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
-_COMPRESSED = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 #: The Collector's file exporter writes one export request per line, ``{"resourceSpans": ...``.
 
 
@@ -58,7 +56,7 @@ def discover(paths: Iterable[str | os.PathLike], limits: Limits | None = None,
         path = Path(p)
         kind = _kind(path)
         if kind == "dir":
-            found = sorted(f for f in _below(path, skipped if skipped is not None else []) if _supported(f))
+            found = sorted(f for f in _below(path, skipped if skipped is not None else []) if is_log_file(f))
             for f in found:
                 _check_readable(f, path)
             out.extend(Source(str(f), f, f.stat().st_size, limits) for f in found)
@@ -127,7 +125,7 @@ def _below(top: Path, skipped: list[SkippedPath]) -> list[Path]:
             if kind == "file":
                 out.append(f)
             elif kind == "missing":
-                if f.is_symlink() and _supported(f):
+                if f.is_symlink() and is_log_file(f):
                     raise InputError(f"{f}: broken symbolic link (its target {os.readlink(f)} is missing); "
                                      f"restore the target, or remove the link from {top}")
             else:
@@ -152,13 +150,13 @@ def _check_readable(path: Path, within: Path | None = None) -> None:
 _NOT_LOGS = (".expected.json",)
 
 
-def _supported(path: Path) -> bool:
+def is_log_file(path: Path) -> bool:
     if path.name.lower().endswith(_NOT_LOGS):
         return False
     suffixes = [s.lower() for s in path.suffixes[-2:]]
-    if suffixes and suffixes[-1] in _COMPRESSED:
+    if suffixes and suffixes[-1] in COMPRESSED:
         suffixes = suffixes[:-1]
-    return bool(suffixes) and suffixes[-1] in _SUFFIXES
+    return bool(suffixes) and suffixes[-1] in SUFFIXES
 
 
 def _spool(stream: IO[bytes], name: str, limits: Limits) -> Source:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..detect.live import rfc3339
-from .mapping import OWNERSHIP_ATTRIBUTES, map_span, span_records
+from ..core.instants import rfc3339
+from ..ingest.otel_mapping import OWNERSHIP_ATTRIBUTES, map_span, span_records
 
 __all__ = ["AuditSpanProcessor", "AuditLogRecordProcessor", "LiveAudit", "AuditAllSampler", "map_span", "span_records", "span_events", "event_from_record",
            "MappingError", "OWNERSHIP_ATTRIBUTES", "rfc3339"]

@@ -14,13 +14,13 @@ import itertools
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..detect.live import LiveEvent
-from ..model import Event, Kind, Reporter, SinkResult
-from ..normalize import Rejected, normalize
-from ..timeparse import instant
-from ..store_typed import Prepared, typed
-from ..vocabulary import DEFAULT, Vocabulary
-from .mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
+from ..detect.live.detector import LiveEvent
+from ..core.model import Event, Kind, Reporter, SinkResult
+from ..normalize.reference import Rejected, normalize
+from ..core.instants import instant
+from ..store.typed import Prepared, typed
+from ..normalize.vocabulary import DEFAULT, Vocabulary
+from ..ingest.otel_mapping import _EVENT_ATTR, OWNERSHIP_ATTRIBUTES, PREFIX, _kind_name, _plain
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

@@ -31,12 +31,12 @@ from typing import Any
 from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, attach, detach, set_value
 from opentelemetry.util._once import Once
 
-from ..detect.live import LiveDetector, LiveEvent
-from ..health_live import LeaseWatch
-from ..model import Confidence, Event, Finding, Owner
+from ..detect.live.detector import LiveDetector, LiveEvent
+from ..detect.lease.live import LeaseWatch
+from ..core.model import Confidence, Event, Finding, Owner
 from ..rules import confidence as rule_confidence
-from ..store_typed import Prepared
-from ..vocabulary import DEFAULT, Vocabulary, vocabulary_of
+from ..store.typed import Prepared
+from ..normalize.vocabulary import DEFAULT, Vocabulary, vocabulary_of
 from .convert import MappingError, event_from_record, record_event, typed_events
 from .metrics import Metrics
 from .persist import StoreWriter
@@ -475,7 +475,7 @@ class LiveAudit(StoreWriter, ABC):
 
     def witness(self, f: Finding) -> str:
         """The witness sentence of one finding, in the words of ``explain.witness``."""
-        from ..explain import witness
+        from ..explain.incidents import witness
 
         transition = None
         if f.transition_place is not None:
@@ -492,7 +492,7 @@ class LiveAudit(StoreWriter, ABC):
         return None
 
     def _warn(self, f: Finding) -> None:
-        from ..explain import at
+        from ..explain.incidents import at
 
         confidence = self.confidence(f)
         self._log.warning(

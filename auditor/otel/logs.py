@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry.sdk._logs import LogRecordProcessor
 
 from .core import LiveAudit
-from .mapping import _EVENT_ATTR, PREFIX, log_record
+from ..ingest.otel_mapping import _EVENT_ATTR, PREFIX, log_record
 
 __all__ = ["AuditLogRecordProcessor"]
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from ..model import Finding, Grade
+from ..core.model import Finding, Grade
 
 if TYPE_CHECKING:
-    from ..health_live import Measurement
+    from ..detect.lease.live import Measurement
 
 METER_NAME = "auditor.otel"
 

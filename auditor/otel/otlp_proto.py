@@ -12,7 +12,7 @@ import base64
 from collections.abc import Iterable
 from typing import Any
 
-from .mapping import map_log, map_span
+from ..ingest.otel_mapping import map_log, map_span
 
 
 def _value(v: Any) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .mapping import PREFIX
+from ..ingest.otel_mapping import PREFIX
 
 WORKFLOW_KEY = "ownership.workflow_key"
 EPOCH = "ownership.epoch"

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from .convert import span_events
 from .core import FindingCallback, LiveAudit
-from .mapping import _EVENT_ATTR, PREFIX, span_records
+from ..ingest.otel_mapping import _EVENT_ATTR, PREFIX, span_records
 
 __all__ = ["AuditSpanProcessor", "FindingCallback"]
 

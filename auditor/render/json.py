@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import orjson
 
-from ..result import LISTS, AuditResult
+from ..explain.result import LISTS, AuditResult
 
 
 def _default(value: Any) -> Any:
@@ -34,9 +34,9 @@ def render_json(result: AuditResult) -> str:
 
 def write_json(result: AuditResult, out: IO[str]) -> None:
     """Write the document to ``out``, list items one per line, as they are encoded."""
-    from ..pipeline import _no_gc
+    from ..core.collector import no_gc
 
-    with _no_gc():  # what is written is acyclic: a collector pass would only walk the result again
+    with no_gc():  # what is written is acyclic: a collector pass would only walk the result again
         _write(result, out)
 
 

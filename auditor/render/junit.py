@@ -13,8 +13,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 
-from ..model import Incident, Verdict
-from ..result import AuditResult
+from ..core.model import Incident, Verdict
+from ..explain.result import AuditResult
 from . import visible
 from .words import actions, incident_facts, lost_head, lost_items, plural
 

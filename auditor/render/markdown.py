@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
-from ..model import Confidence, DiagnosticKind, Grade, Incident, Verdict
-from ..result import AuditResult
+from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
+from ..rules.grades import ordered
+from ..explain.result import AuditResult
 from . import visible
 from .words import (CONFIDENCE, LEASE_COLUMNS, accounting, actions, effects, freshness, lease_head, lease_row, lost_head,
                     lost_items, num, plural, stale_window, transition, verification, window)
@@ -61,7 +62,7 @@ def render_markdown(result: AuditResult) -> str:
             f"handovers {num(s['handovers'])} ({num(s['clean_handovers'])} clean), "
             f"{plural(len(result.diagnostics), 'diagnostic')}.", ""]
     out += ["| grade | findings |", "|---|---:|"]
-    out += [f"| {g.value} | {num(s['findings'].get(g.value, 0))} |" for g in reversed(Grade)]
+    out += [f"| {g.grade} | {num(s['findings'].get(g.grade, 0))} |" for g in reversed(ordered())]
     out.append("")
 
     out += _lease_health(result)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
-from ..errors import OutputError
+from ..core.errors import OutputError
 
 
 def write_atomic(path: str | os.PathLike, content: str | bytes | Callable[[IO[str]], None],

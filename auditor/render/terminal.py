@@ -14,20 +14,16 @@ from rich.console import Console
 from rich.text import Text
 
 from . import visible
-from ..model import Confidence, DiagnosticKind, Grade, Incident, Verdict
-from ..result import AuditResult
+from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
+from ..rules.grades import ordered, spec
+from ..explain.result import AuditResult
 from .words import (CONFIDENCE, accounting, actions, incident_facts, lease_head, lease_row, lost_head,
                     lost_items, num, plural, transition)
 
 if TYPE_CHECKING:
-    from ..expect import Comparison
-    from ..result import InputSummary
+    from ..explain.expect import Comparison
+    from ..explain.result import InputSummary
 
-GRADE_STYLE = {
-    Grade.STALE_ACTIVITY: "yellow", Grade.REJECTED_ATTEMPT: "cyan", Grade.STALE_ATTEMPT: "magenta",
-    Grade.STALE_COMMIT: "red", Grade.DOUBLE_COMMIT: "bold red", Grade.COMPENSATED: "blue",
-    Grade.UNAUTHORIZED_ATTEMPT: "bright_magenta", Grade.UNAUTHORIZED_COMMIT: "bold bright_red",
-}
 VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.FAIL: "bold red", Verdict.INCOMPLETE: "bold yellow"}
 MAX_INCIDENTS = 20
 MAX_QUARANTINE = 5
@@ -67,13 +63,13 @@ def summary_lines(result: AuditResult) -> list[Text]:
         f"workflows: {num(s['workflows'])}, acquisitions {num(s['acquisitions'])}, "
         f"handovers {num(s['handovers'])} ({num(s['clean_handovers'])} clean)"))
     counts = Text("findings: ")
-    graded = [(g, s["findings"].get(g.value, 0)) for g in reversed(Grade)]
+    graded = [(g, s["findings"].get(g.grade, 0)) for g in reversed(ordered())]
     if not any(n for _, n in graded):
         counts.append("none")
     for i, (g, n) in enumerate((g, n) for g, n in graded if n):
         if i:
             counts.append(", ")
-        counts.append(f"{g.value} {num(n)}", GRADE_STYLE[g])
+        counts.append(f"{g.grade} {num(n)}", g.terminal)
     out.append(counts)
     if result.diagnostics:
         kinds: dict[str, int] = {}
@@ -142,7 +138,7 @@ def lost_lines(result: AuditResult) -> list[Text]:
 
 def _incident(inc: Incident) -> list[Text]:
     head = Text("  ")
-    head.append(f"[{inc.severity.value}]", GRADE_STYLE[inc.severity])
+    head.append(f"[{inc.severity.value}]", spec(inc.severity).terminal)
     head.append(f" {clean(inc.workflow_key)}  displaced epoch {inc.displaced.epoch} "
                 f"({clean(inc.displaced.worker)}) -> current epoch {inc.current.epoch} "
                 f"({clean(inc.current.worker)})")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
+from ..core.model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
 
 if TYPE_CHECKING:
-    from ..model import InputSummary
-    from ..health import GroupHealth, LeaseHealth
-    from ..result import AuditResult
+    from ..core.model import InputSummary
+    from ..detect.lease.facts import GroupHealth, LeaseHealth
+    from ..explain.result import AuditResult
 
 CONFIDENCE = {
     Confidence.HIGH: "order from seq, and every commit reported by the sink or the coordinator",
@@ -190,7 +190,7 @@ def secs(x: float | None) -> str:
 
 def lease_rule(g: "GroupHealth") -> str:
     """What the timing rule says about one group: ``AT RISK``, ``safe``, or why it cannot say."""
-    from ..health import MIN_GAPS
+    from ..detect.lease.batch import MIN_GAPS
 
     m = g.metrics
     if g.at_risk:

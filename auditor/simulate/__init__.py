@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model import Grade
+from ..core.model import Grade
 from .scale import GeneratedLog, generate_log
 from .world import (
     CHARGE_CENTS,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from ..model import Kind, Reporter
+from ..core.model import Kind, Reporter
 
 Run = Any  # ``world.Run``, named so here without importing the module that imports this one
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from ..model import Grade
+from ..core.model import Grade
 from .world import (
     DANGEROUS,
     EPOCH_STRIDE,

@@ -29,7 +29,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
-from ..model import Grade, Kind, Reporter, SinkResult
+from ..core.model import Grade, Kind, Reporter, SinkResult
 from .mandates import Mandates, MandateRules
 
 

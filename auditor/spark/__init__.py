@@ -46,23 +46,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import errors
-from ..pipeline import Explained, _no_gc, check_events, ordering_of, with_conflicts
-from ..errors import AuditorError, InputError, at_the_edge
-from ..explain import MAX_TIMELINE_EVENTS, drawn_keys
-from ..limits import Limits
-from ..model import Diagnostic, Finding, Grade, SkippedPath, UnplacedLine
-from ..result import AuditResult, AuditSession, InputSummary, QuarantinedLine
-from ..result import narrow
-from ..scope import Scope
+from ..core import errors
+from ..pipeline import Explained, check_events, ordering_of, with_conflicts
+from ..core.collector import no_gc
+from ..core.errors import AuditorError, InputError, at_the_edge
+from ..explain.incidents import MAX_TIMELINE_EVENTS, drawn_keys
+from ..core.limits import Limits
+from ..core.model import Diagnostic, Finding, Grade, SkippedPath, UnplacedLine
+from ..explain.result import AuditResult, AuditSession, InputSummary, QuarantinedLine
+from ..explain.result import narrow
+from ..explain.scope import Scope
 from ..store import id_conflict, malformed_field
-from ..vocabulary import Vocabulary, vocabulary_of
+from ..normalize.vocabulary import Vocabulary, vocabulary_of
 from . import tasks
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..detect.timeline import KeyTimeline
+    from ..detect.batch.timeline import KeyTimeline
 
 __all__ = ["audit", "run", "session", "SparkStats", "SparkUnavailable"]
 
@@ -167,7 +168,7 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         heartbeat_misses: int = 1) -> tuple[AuditResult, SparkStats]:
     """``audit`` with the timings of its stages and partitions (what ``bench/spark_scale.py`` prints)."""
     vocabulary = vocabulary_of(vocabulary)  # a vocabulary that cannot be used stops the run before Spark starts
-    from ..health import check_options
+    from ..detect.lease.batch import check_options
 
     check_options(by, heartbeat_misses)  # so does a bad lease option
     limits = limits or Limits.from_env()
@@ -268,7 +269,7 @@ def _merge(rows: list, stats: SparkStats) -> tuple[Explained, dict[str, list]]:
     (``tasks.INPUT_PARTS``, one item per partition); the partitions' timings go to ``stats``."""
     merged: dict[str, list] = {kind: [] for kind in tasks.PARTS}
     read: dict[str, list] = {kind: [] for kind in tasks.INPUT_PARTS}
-    with _no_gc():
+    with no_gc():
         for r in rows:
             if r.kind == "time":
                 stats.partitions.append((r.part, r.events, r.keys, r.load_s, r.detect_s))
@@ -411,7 +412,7 @@ def _sources(spark: "SparkSession", paths: list[str], limits: Limits,
     ingests them: arguments in turn, the files below a directory sorted. What a local directory
     holds that is not a file goes to ``skipped``, as on one machine."""
     from ..ingest import discover
-    from ..ingest.sources import _supported
+    from ..ingest.sources import is_log_file
 
     out: list[tuple[str, str, bool]] = []
     for p in paths:
@@ -425,7 +426,7 @@ def _sources(spark: "SparkSession", paths: list[str], limits: Limits,
             raise InputError(f"{p}: cannot list it through Spark ({_first_line(e)}); check the URL "
                              "and that the Spark installation has the filesystem") from e
         if len(found) > 1 or (found and Path(found[0]).name != Path(p.rstrip("/")).name):
-            found = [f for f in found if _supported(Path(f))]  # below a directory: logs only
+            found = [f for f in found if is_log_file(Path(f))]  # below a directory: logs only
         out.extend((f, f, True) for f in found)
     return [(sid, name, path, url) for sid, (name, path, url) in enumerate(out, start=1)]
 

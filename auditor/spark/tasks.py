@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..health import LeaseHealth
+    from ..detect.lease.facts import LeaseHealth
     import pyarrow as pa
 
-    from ..limits import Limits
-    from ..model import Finding
+    from ..core.limits import Limits
+    from ..core.model import Finding
     from ..store import Store
-    from ..vocabulary import Vocabulary
+    from ..normalize.vocabulary import Vocabulary
 
 #: The events columns carried between the stages (the store's ``events`` table minus ``ord``,
 #: rebuilt in stage 2, with ``ts_utc`` as microseconds since the epoch).
@@ -175,9 +175,9 @@ def normalize_files(batches: Iterable["pa.RecordBatch"], fmt: str, keep_payloads
     file Spark read from a Hadoop filesystem) is spooled to a local file, else ``path`` is read."""
     import pyarrow as pa
 
-    from ..errors import AuditorError
+    from ..core.errors import AuditorError
     from ..ingest import Source
-    from ..store_feed import read_source
+    from ..store.feed import read_source
 
     for batch in batches:
         for row in batch.to_pylist():
@@ -275,7 +275,7 @@ def timeline_partition(batches: Iterable["pa.RecordBatch"], part: int, names: di
     key's events), drawn from ``findings`` as ``analyze`` draws them on one machine."""
     import pyarrow as pa
 
-    from ..detect.timeline import excerpts
+    from ..detect.batch.timeline import excerpts
 
     with _partition_store(batches, names) as store:
         if store is None:
@@ -291,7 +291,7 @@ def lease_health_of(batches: list["pa.RecordBatch"], names: dict[int, str], by: 
     """SPEC section 7 on the driver: ``health.lease_health`` over every event of the keys that
     carry lease evidence (``batches``), in a scratch store as one machine would hold them. Lease
     health aggregates across keys (medians per group), so it is measured where all of it meets."""
-    from ..health import lease_health
+    from ..detect.lease.batch import lease_health
     from ..store import Store
 
     with _partition_store(batches, names) as store:

@@ -16,8 +16,9 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from markupsafe import Markup
 
 from .. import visible
-from ...explain import MAX_CARDS, MAX_CLEAN_TIMELINES, MAX_TIMELINES
-from ...result import SCHEMA, AuditResult
+from ...explain.incidents import MAX_CARDS, MAX_CLEAN_TIMELINES, MAX_TIMELINES
+from ...explain.result import SCHEMA, AuditResult
+from ...rules.grades import ordered
 from .context import ReportContext, build_context
 from .format import _key_anchor, _num, _px
 from .timeline import MARK, MAX_MARKS, Timeline
@@ -63,4 +64,5 @@ def render_html(result: AuditResult) -> str:
     Deterministic: the same result gives byte-identical output. Needs no open store: the timelines
     are drawn from the facts the result carries (``result.timelines``).
     """
-    return environment().get_template("report.html.j2").render(report=build_context(result), schema=SCHEMA)
+    return environment().get_template("report.html.j2").render(report=build_context(result), schema=SCHEMA,
+                                                               grades=ordered())

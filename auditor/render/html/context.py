@@ -14,10 +14,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...explain import MAX_CARDS, MAX_CLEAN_TIMELINES, MAX_TIMELINES, by_urgency, timeline_keys
-from ...model import Finding, Grade, Incident
-from ...result import AuditResult, WorkflowSummary
-from ...rules import MEANINGS
+from ...explain.incidents import MAX_CARDS, MAX_CLEAN_TIMELINES, by_urgency, timeline_keys
+from ...core.model import Finding, Incident
+from ...explain.result import AuditResult, WorkflowSummary
+from ...rules.grades import ordered, spec
 from ..words import transition
 from .format import _duration, _key_anchor, _num, _opt, _owner, _short_owner
 from .lease import LeaseHealthView, lease_view
@@ -238,7 +238,7 @@ def build_context(result: AuditResult) -> ReportContext:
         verdict=result.verdict,
         fail_on=result.fail_on.value,
         failing=len(result.failing),
-        grade_counts=[GradeCount(g.value, counts.get(g.value, 0), MEANINGS[g]) for g in Grade],
+        grade_counts=[GradeCount(g.grade, counts.get(g.grade, 0), g.meaning) for g in ordered()],
         total_findings=len(result.findings),
         input=InputView(
             files=list(inp.files), lines_read=_num(inp.lines_read), events=_num(inp.events),
@@ -258,7 +258,7 @@ def build_context(result: AuditResult) -> ReportContext:
         groups=groups, findings_defer=_defer(len(result.findings) + len(groups)),
         workflows=wf_rows, workflows_note=workflows_note, workflows_defer=_defer(len(wf_rows)),
         diagnostics=diagnostics, diagnostics_note=diagnostics_note,
-        grades=[GradeCount(g.value, counts.get(g.value, 0), MEANINGS[g]) for g in reversed(Grade)],
+        grades=[GradeCount(g.grade, counts.get(g.grade, 0), g.meaning) for g in reversed(ordered())],
         notes=notes,
         lease=lease_view(result.lease_health, result.diagnostics),
     )
@@ -312,8 +312,7 @@ def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref
         facts.append(Fact("freshness", f"last stale event {_duration(inc.freshness_seconds)} "
                                        "before the newest event"))
     counts = inc.grades
-    grades = [GradeCount(g.value, counts[g.value], MEANINGS[g])
-              for g in reversed(Grade) if counts.get(g.value)]
+    grades = [GradeCount(g.grade, counts[g.grade], g.meaning) for g in reversed(ordered()) if counts.get(g.grade)]
     effects = [EffectRow(e.effect_key, e.sink_outcome.value,
                          (f"verified at seq {e.verified_seq}" if e.verified_seq is not None
                           else f"verified at position {e.verified_position}") if e.verified else "unverified",
@@ -321,7 +320,7 @@ def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref
                for e in inc.effects]
     return IncidentCard(
         id=inc.id, workflow_key=inc.workflow_key, severity=inc.severity.value,
-        meaning=MEANINGS[inc.severity], witness=inc.witness, response=inc.response,
+        meaning=spec(inc.severity).meaning, witness=inc.witness, response=inc.response,
         facts=facts, effects=effects, grades=grades,
         finding_ids=[f.id for f in sorted(findings, key=lambda f: (f.place, f.grade.rank))],
         timeline=timeline, timeline_ref=ref, timeline_note=no_timeline)

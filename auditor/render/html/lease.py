@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...health import GroupHealth, LeaseHealth, Takeover
-from ...model import Diagnostic, DiagnosticKind
+from ...detect.lease.facts import GroupHealth, LeaseHealth, Takeover
+from ...core.model import Diagnostic, DiagnosticKind
 from ..words import LEASE_COLUMNS, at_diagnostic, lease_head, lease_row, lease_rule, secs
 from .format import _key_anchor, _short_owner
 from .lease_chart import LeaseChart, chart

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...health import MIN_GAPS, GroupHealth
+from ...detect.lease.batch import MIN_GAPS
+from ...detect.lease.facts import GroupHealth
 from .format import _px
 from .timeline import Tick
 

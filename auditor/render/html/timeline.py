@@ -15,10 +15,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timezone
 
-from ...detect.timeline import KeyTimeline
-from ...explain import at
-from ...model import Event, Finding, Grade, Kind, SinkResult
-from ...rules import MEANINGS, TWICE
+from ...detect.batch.timeline import KeyTimeline
+from ...explain.incidents import at
+from ...core.model import Event, Finding, Kind, SinkResult
+from ...rules import TWICE
+from ...rules.grades import spec
 from .format import _key_anchor, _owner, _short
 
 MAX_MARKS = 60  # events drawn per timeline
@@ -392,7 +393,7 @@ def _mandates(tl: KeyTimeline, shown: list[Event], xs: dict[int, float], plot_ri
     """SPEC section 8 on the timeline: a rule at each grant, revocation, resume and revalidation,
     one at the first drawn event past a mandate's expiry, and each mandate's lifetime as a band
     along the top, from its grant to its revocation or expiry (or the end of the drawing)."""
-    from ...timeparse import when
+    from ...core.instants import when
 
     rules, bands, ends, grants = [], [], {}, []
     for t in tl.events:
@@ -491,7 +492,7 @@ def _mark(e: Event, x: float, y: float, findings: list[Finding], receipt_of: lis
         attrs = json.dumps(e.attrs, sort_keys=True, ensure_ascii=False, default=str)
         lines.append("attrs " + (attrs if len(attrs) <= 160 else attrs[:159] + "\u2026"))
     for f in sorted(findings, key=lambda f: -f.grade.rank):
-        lines.append(f"{f.grade.value} ({f.id}): {MEANINGS[f.grade]}")
+        lines.append(f"{f.grade.value} ({f.id}): {spec(f.grade).meaning}")
     for f in receipt_of:
         lines.append(f"rejection receipt of {f.grade.value} ({f.id}) at {at(f)}")
     if findings or receipt_of:

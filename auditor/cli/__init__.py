@@ -1,0 +1,1 @@
+"""The command-line door (Typer): ``app`` holds the commands, ``options`` what they share."""

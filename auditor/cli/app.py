@@ -1,0 +1,248 @@
+"""The command-line door: ``auditor audit | ingest | report | simulate``.
+
+Each command parses its arguments, checks them all before any work (a missing --expect file or
+an output directory that does not exist is reported before a long audit, not after), makes one
+library call and prints the result; errors from the library are turned into one ``Error: ...``
+line and exit code 2 here and nowhere else. Exit codes: 0 pass, 1 findings at or above --fail-on
+(or --expect differs), 2 the audit could not run, 3 incomplete (nothing reaches --fail-on but
+more lines were lost than --allow-quarantined accepts, so a pass cannot be claimed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .options import (BY, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT,
+                      Reporting, check_outputs, choice, errors, fail, input_format, progress_bar, reporting,
+                      step)
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Audit event logs for split-brain execution: a displaced owner that kept "
+                       "acting after a newer owner epoch took over. Exit codes: 0 pass, 1 fail, "
+                       "2 could not run, 3 incomplete (evidence lost).")
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"auditor {version('split-brain-auditor')}")
+        except PackageNotFoundError:
+            typer.echo("auditor (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(_: bool = typer.Option(False, "--version", "-V", is_eager=True, callback=_version,
+                                 help="Print the version and exit.")) -> None:
+    pass
+
+
+# Commands.
+
+
+@app.command()
+@reporting
+def audit(
+    paths: list[str] = PATHS,
+    format: str = FORMAT,
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE",
+                                      help="Persistent DuckDB store to extend (default: a scratch store "
+                                           "deleted afterwards)."),
+    keep_payloads: bool = KEEP,
+    wait: float = WAIT,
+    vocabulary: Optional[Path] = MAP,
+    engine: str = ENGINE,
+    spark_master: Optional[str] = SPARK_MASTER,
+    *,
+    rep: Reporting,
+) -> None:
+    """Ingest PATH..., detect, and report findings (exit 1 at or above --fail-on, 3 incomplete)."""
+    from .. import analyze, ingest_paths
+    from ..store import Store
+
+    fmt = input_format(format)
+    spark = choice("--engine", engine, ENGINES, "an engine") == "spark"
+    if spark and db is not None:
+        raise fail("--db keeps a DuckDB store, which --engine spark does not build; drop --db, "
+                   "or use --engine duckdb")
+    if spark_master is not None and not spark:
+        raise fail("--spark-master needs --engine spark")
+    rep.outputs.check(paths, db)
+    with errors():
+        if spark:
+            from ..spark import audit as spark_audit
+
+            result = spark_audit(paths, fmt=fmt, fail_on=rep.fail_on, keep_payloads=keep_payloads,
+                                 vocabulary=vocabulary, master=spark_master,
+                                 allow_quarantined=rep.allow_quarantined, scope=rep.scope, **rep.lease)
+        else:
+            store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
+            with progress_bar(paths, rep.quiet) as progress:
+                ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+            with step(paths, "detecting", rep.quiet):
+                result = analyze(store, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
+                                 **rep.lease)
+    raise rep.finish(result, paths)
+
+
+@app.command("ingest")
+def ingest_cmd(
+    paths: list[str] = PATHS,
+    db: Path = typer.Option(..., "--db", metavar="FILE", help="The DuckDB store to append to (created if missing)."),
+    format: str = FORMAT,
+    quiet: bool = QUIET,
+    keep_payloads: bool = KEEP,
+    wait: float = WAIT,
+    vocabulary: Optional[Path] = MAP,
+) -> None:
+    """Append PATH... to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
+    from .. import ingest_paths
+    from ..render.terminal import print_ingested
+    from ..store import Store
+
+    fmt = input_format(format)
+    check_outputs([("--db", db)], paths)
+    with errors():
+        with Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary) as store:
+            with progress_bar(paths, quiet) as progress:
+                counts = ingest_paths(paths, store, fmt, progress, idempotent=True)
+            total = store.input_summary()
+    if not quiet:
+        from ..core.interrupt import quiet_pipe
+
+        with quiet_pipe():
+            print_ingested(db, counts, total)
+
+
+@app.command()
+@reporting
+def report(
+    db: Path = typer.Option(..., "--db", metavar="FILE", help="A DuckDB store written by 'auditor ingest'."),
+    wait: float = WAIT,
+    vocabulary: Optional[Path] = typer.Option(
+        None, "--map", metavar="FILE",
+        help="Vocabulary file (TOML); checked here, applied when lines are ingested."),
+    *,
+    rep: Reporting,
+) -> None:
+    """Re-run detection over a persistent store and report (exit 1 at or above --fail-on, 3 incomplete)."""
+    from .. import check_store
+    from .. import report as report_db
+
+    rep.outputs.check([str(db)])
+    with errors():
+        check_store(db)
+        with step([str(db)], "detecting", rep.quiet):
+            result = report_db(db, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
+                               lock_timeout=wait, vocabulary=vocabulary, **rep.lease)
+    raise rep.finish(result, [str(db)])
+
+
+@app.command()
+def simulate(
+    runs: int = typer.Option(200, "--runs", metavar="N", min=1, help="Workflow runs to simulate (one preemption each)."),
+    seed: int = typer.Option(0, "--seed", metavar="N", help="Random seed: the same seed writes the same log."),
+    mode: str = typer.Option("fenced", "--mode", metavar="MODE", autocompletion=lambda: MODES,
+                             help=f"The tool gateway under test: {', '.join(MODES)}."),
+    out: Path = typer.Option(..., "--out", metavar="FILE", help="Where to write the event log (.gz compresses)."),
+    expect_out: Optional[Path] = typer.Option(
+        None, "--expect-out", metavar="FILE", help="Also write the simulation's ground truth in the --expect format."),
+    mandates: str = typer.Option("none", "--mandates", metavar="KIND",
+                                 help="Runs hold mandates that expire or are revoked during preemptions, behind a "
+                                      "gateway that checks them (checked) or not (unchecked); none: no mandates."),
+    lease_s: Optional[float] = typer.Option(
+        None, "--lease-s", metavar="S", help="Heartbeat-driven leases of this many seconds instead of injected "
+                                "preemptions: a lease too short for the heartbeat rhythm revokes live workers."),
+    heartbeat_s: float = typer.Option(30.0, "--heartbeat-s", metavar="S", help="With --lease-s: the heartbeat period H."),
+    jitter_s: float = typer.Option(20.0, "--jitter-s", metavar="S", help="With --lease-s: a heartbeat's extra delay, up to J."),
+    missed: float = typer.Option(0.0, "--missed-heartbeats", metavar="SHARE",
+                                 help="With --lease-s: the share of heartbeats that never arrive (0 to 1)."),
+) -> None:
+    """Simulate preemptions against a tool gateway and write the log with its ground truth."""
+    from ..simulate import LeaseTiming, SimulateError, run_cli
+
+    mode = choice("--mode", mode, MODES, "a mode")
+    try:
+        lease = None if lease_s is None else LeaseTiming(
+            round(lease_s * 1000), round(heartbeat_s * 1000), round(jitter_s * 1000), missed)
+    except SimulateError as e:
+        raise fail(f"--lease-s/--heartbeat-s/--jitter-s/--missed-heartbeats: {e}") from None
+    check_outputs([("--out", out)] + ([("--expect-out", expect_out)] if expect_out else []), [])
+    with errors():
+        try:
+            typer.echo(run_cli(runs, seed, mode, out, expect_out, lease, mandates))
+        except SimulateError as e:
+            raise fail(f"{'--mandates' if 'mandates' in str(e) else '--mode'}: {e}") from None
+
+
+@app.command()
+def serve(
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE",
+                                      help="DuckDB store to keep everything received (default: a temporary one)."),
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR", help="Address to listen on."),
+    port: int = typer.Option(4318, "--port", metavar="N", min=0, max=65535, help="Port (4318 is OTLP/HTTP's)."),
+    vocabulary: Optional[Path] = MAP,
+    max_queue: int = typer.Option(64, "--max-queue", metavar="N", min=1,
+                                  help="Requests waiting for the audit before 429 Too Many Requests."),
+    max_body: int = typer.Option(16, "--max-body-mb", metavar="MB", min=1, help="Largest request body, decompressed."),
+    decoders: int = typer.Option(2, "--decoders", metavar="N", min=0,
+                                 help="Processes decoding requests (and splitting them for the store) beside the "
+                                      "receiver (0: in the receiver)."),
+    by: Optional[list[str]] = BY,
+    quiet: bool = QUIET,
+) -> None:
+    """Receive OTLP/HTTP spans and log records (POST /v1/traces, /v1/logs) and audit them live."""
+    from ..serve import ServeConfig, serve as run
+
+    with errors():
+        try:
+            from ..serve import Receiver
+            import starlette  # noqa: F401
+            import uvicorn  # noqa: F401
+        except ImportError as e:
+            raise fail(f"serve needs the 'serve' extra ({e.name} is missing): pip install 'split-brain-auditor[serve]'")
+        if vocabulary is not None:
+            from ..normalize.vocabulary import vocabulary_of
+
+            vocabulary_of(vocabulary)  # a bad --map file is an error before the port is bound
+        if by:
+            from ..detect.lease.batch import check_options
+
+            by = check_options(by, 1)  # a bad --by is an error before the port is bound, too
+        if not quiet:
+            typer.echo(f"auditor serve: OTLP/HTTP on http://{host}:{port}/v1/traces and /v1/logs; "
+                       f"findings at /findings, store {db or 'temporary'}", err=True)
+        from ..core.interrupt import default_signals
+
+        # The server shuts down gracefully on SIGINT/SIGTERM (flushing the store) and then ends
+        # by the signal, as uvicorn does: the batch commands' one-line handling is not for it.
+        default_signals()
+        run(ServeConfig(db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20,
+                       decoders=decoders, lease_by=tuple(by) if by else None),
+            host=host, port=port)
+
+
+def main() -> None:
+    from ..core.interrupt import handled
+
+    command = typer.main.get_command(app)
+    _plain_paths(command)
+    with handled():
+        command(prog_name="auditor")
+
+
+def _plain_paths(group) -> None:
+    """Help shows ``PATH...`` for the path arguments, not typer's ``{paths}...`` and ``<list[str]>``
+    (typer has no setting for an argument's type label or its usage braces)."""
+    for command in group.commands.values():
+        for param in command.params:
+            if isinstance(param, typer.core.TyperArgument):
+                label = f"{param.metavar or param.name.upper()}..."
+                param.metavar = label
+                param.display_type_rich = lambda ctx: None
+                param.get_usage_pieces = lambda ctx, label=label: [label]

@@ -1,0 +1,144 @@
+"""Stage 4, detect, for the eyes: the timeline facts of a few workflow keys, as data.
+
+A timeline shows one key's events in authoritative order and what the rules made of each: which
+events are stale evidence, which acquisitions were takeovers, clean handovers or epoch
+regressions, and which earlier commits a double commit repeats. The detector decides all of it
+here (H(k, s) and the acquisitions' running maximum come from ``detect.sql``'s ``timeline_rows``);
+renderers only draw it. ``excerpts`` is called once, at the edge (``analyze``), for the keys a
+report draws, so a result needs no open store to be rendered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from ...core.model import Event, Finding, Kind, Reporter, SinkResult
+from ...rules import TWICE
+from ...store import Store
+from ...core.sql import QUIET
+from . import SQL, lean
+
+_KINDS = {k.value: k for k in Kind}
+_RESULTS = {r.value: r for r in SinkResult}
+_REPORTERS = {r.value: r for r in Reporter}
+_ACQ, _COMMIT = Kind.LEASE_ACQUIRED, Kind.EFFECT_COMMITTED
+
+
+@dataclass(frozen=True, slots=True)
+class Acquisition:
+    """What one acquisition did to its key's ownership."""
+
+    role: str  # "first", "takeover" (a finding names it), "clean" (a handover none names), "regression"
+    displaced: int | None  # the highest epoch before it: the one a takeover or handover displaced
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEvent:
+    event: Event
+    stale: bool  # evidence under an epoch lower than H(k, s), whether or not it is a finding
+    acquisition: Acquisition | None = None  # set on lease_acquired events
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTimeline:
+    """The first events of one workflow key (``events``, at most the fetch limit) and its facts.
+
+    ``partners`` maps the position of each double commit to the positions of the earlier commits it
+    repeats: the first commit of its effect key (or, for an unstable key, of its step) under each
+    other epoch it names.
+    """
+
+    workflow_key: str
+    events: tuple[TimelineEvent, ...]
+    total: int  # events of the key in the store
+    partners: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def read_all(self) -> bool:
+        return len(self.events) >= self.total
+
+
+def event_of(row: tuple) -> Event:
+    """An ``event_rows`` / ``timeline_rows`` row (its first 17 columns, and the optional fields of
+    sections 7 and 8 last) as an ``Event``; its ``seq`` is its place in the key's order."""
+    (pos, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs,
+     file, line, observed, position) = row[:17]
+    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision = row[-7:]
+    return Event(
+        seq=pos, workflow_key=key, kind=_KINDS[kind], epoch=epoch, worker=worker, effect_key=effect_key,
+        sink=sink, sink_result=_RESULTS.get(sink_result) if sink_result else None,
+        reporter=_REPORTERS.get(reporter, reporter) if reporter else None, step_id=step_id, ts=ts,
+        event_id=eid, attrs=json.loads(attrs) if attrs else None, file=file, line=line,
+        observed=bool(observed), lease_until=lease_until, heartbeat=heartbeat, reason=reason,
+        authority_id=authority_id, expires_at=expires_at, scope=scope, decision=decision, position=position)
+
+
+def iter_events(store: Store, batch: int = 100_000) -> Iterator[Event]:
+    """Every stored event with its provenance, in order per key: what the live detector is fed
+    when it is checked against the batch one."""
+    cur = store.con.cursor()
+    cur.execute(QUIET)
+    cur.execute(SQL["event_rows"])
+    while rows := cur.fetchmany(batch):
+        yield from (event_of(r) for r in rows)
+
+
+def excerpts(store: Store, keys: Iterable[str], findings: Iterable[Finding],
+             limit: int) -> dict[str, KeyTimeline]:
+    """The timelines of ``keys`` (each its first ``limit`` events), with the facts drawn from
+    ``findings`` (those of these keys; others are ignored). One query for all keys."""
+    keys = list(dict.fromkeys(keys))
+    if not keys:
+        return {}
+    rows: dict[str, list[tuple]] = {k: [] for k in keys}
+    # The query scans every column of the whole store for a few keys.
+    for r in lean(store, lambda con: con.execute(SQL["timeline_rows"], [keys, limit]).fetchall()):
+        rows[r[1]].append(r)
+    by_key: dict[str, list[Finding]] = {k: [] for k in keys}
+    for f in findings:
+        if f.workflow_key in by_key:
+            by_key[f.workflow_key].append(f)
+    return {k: _timeline(k, rows[k], by_key[k]) for k in keys if rows[k]}
+
+
+def takeovers(findings: Iterable[Finding]) -> set[int]:
+    """Positions of the acquisitions some finding names as its transition: the takeovers. Every
+    other handover is clean (SPEC section 3)."""
+    return {f.transition_place for f in findings if f.transition_place is not None}
+
+
+def _timeline(key: str, rows: list[tuple], findings: list[Finding]) -> KeyTimeline:
+    named = takeovers(findings)
+    out = []
+    for r in rows:
+        e = event_of(r)
+        highest, prev = r[18], r[19]
+        acq = None
+        if e.kind is _ACQ:
+            role = ("first" if prev is None else "regression" if e.epoch <= prev
+                    else "takeover" if e.seq in named else "clean")
+            acq = Acquisition(role, prev)
+        stale = (e.kind is not _ACQ and e.epoch is not None and highest is not None and e.epoch < highest)
+        out.append(TimelineEvent(e, stale, acq))
+    return KeyTimeline(key, tuple(out), rows[0][17], _partners([t.event for t in out], findings))
+
+
+def _partners(events: list[Event], findings: list[Finding]) -> dict[int, tuple[int, ...]]:
+    out: dict[int, tuple[int, ...]] = {}
+    for d in findings:
+        if d.grade not in TWICE:
+            continue
+        found: list[int] = []
+        for ep in d.epochs:
+            if ep == d.epoch:
+                continue
+            for e in events:
+                same_step = d.unstable_effect_key and d.step_id is not None and e.step_id == d.step_id
+                if (e.kind is _COMMIT and e.epoch == ep and e.seq != d.place
+                        and (e.effect_key == d.effect_key or same_step)):
+                    found.append(e.seq)
+                    break
+        out[d.place] = tuple(found)
+    return out

@@ -1,0 +1,418 @@
+"""The audit result: what every door (CLI, Python, OTel) hands back, and what every renderer reads.
+
+An ``AuditResult`` is data. The JSON document is ``to_dict()``; the terminal summary and the HTML
+report are renderings of the same object, and the timelines a report draws come with it
+(``timelines``, fetched once when the result is made). Event rows stay in the store and are read
+on demand (``events_frame``, ``timeline``) so a ten-million-event audit does not hold them in
+Python: the store is held by the result's ``AuditSession``, not by the result's data, and
+``close()`` (or ``with audit(...) as result:``) lets it go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_left
+from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import ResultClosed
+from .scope import ScopeError
+from ..detect.lease.facts import EMPTY as NO_LEASE_HEALTH, LeaseHealth
+from ..rules.grades import GRADES
+from ..core.model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
+                          QuarantinedLine, SkippedPath, Verdict)
+
+if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
+    import polars as pl
+    import pyarrow as pa
+
+    from ..detect.batch.timeline import KeyTimeline
+    from .scope import Scope
+    from ..store import Store
+
+__all__ = ["AuditResult", "AuditSession", "InputSummary", "QuarantinedLine", "SkippedPath", "WorkflowSummary", "WorkflowTable", "SCHEMA"]
+
+SCHEMA = "split-brain-audit/3"
+#: Unplaced events that could change a finding (SPEC rev 3): each counts as lost evidence, and an
+#: unplaced ``progress`` too when ``--fail-on`` is ``stale_activity``.
+LOST_WHEN_UNPLACED = frozenset({"lease_acquired", "effect_attempted", "effect_committed", "effect_compensated",
+                                "resumed", "revalidated", "authority_granted", "authority_revoked"})
+LISTS = ("incidents", "findings", "diagnostics", "workflows")  # the document's long lists
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowSummary:
+    """One workflow key: its size, its owners, and how bad its worst finding is."""
+
+    workflow_key: str
+    events: int
+    acquisitions: int
+    handovers: int
+    clean_handovers: int
+    findings: int
+    severity: Grade | None
+    ordering: str  # "authoritative" (seq) or "observed" (file order: seq was missing)
+
+
+#: The per-key counts a ``WorkflowTable`` holds, as detect's ``workflows`` statement returns them.
+COUNTS = ("workflow_key", "events", "acquisitions", "observed", "handovers")
+_ORDERING = {False: "authoritative", True: "observed"}
+
+
+class WorkflowTable(Sequence):
+    """Every workflow key's ``WorkflowSummary``, in key order, held as columns.
+
+    A big audit has a million keys and most of them are clean (no finding: every handover clean).
+    Their counts stay in one Arrow table (``COUNTS``) and a summary object is built only when one
+    is read; the keys with findings (``marked``, by row) are held as summaries. Reading, iterating
+    and comparing give exactly the summaries a list would hold; ``json_lines`` writes the
+    document's lines from the columns.
+    """
+
+    __slots__ = ("_counts", "_marked")
+
+    def __init__(self, counts: "pa.Table", marked: dict[int, WorkflowSummary]) -> None:
+        self._counts = counts
+        self._marked = marked
+
+    @classmethod
+    def of(cls, summaries: "Iterable[WorkflowSummary]") -> "WorkflowTable":
+        """The table of ``summaries`` (already in key order); the rows that are not clean are kept as they are."""
+        import pyarrow as pa
+
+        summaries = list(summaries)
+        columns = {name: [getattr(w, name) for w in summaries] for name in COUNTS if name != "observed"}
+        columns["observed"] = [w.ordering == "observed" for w in summaries]
+        types = {"workflow_key": pa.string(), "observed": pa.bool_()}
+        counts = pa.table({name: pa.array(columns[name], types.get(name, pa.int64())) for name in COUNTS})
+        marked = {i: w for i, w in enumerate(summaries) if w != cls._clean(w.workflow_key, w.events,
+                                                                          w.acquisitions, w.ordering == "observed",
+                                                                          w.handovers)}
+        return cls(counts, marked)
+
+    @staticmethod
+    def _clean(key: str, events: int, acquisitions: int, observed: bool, handovers: int) -> WorkflowSummary:
+        return WorkflowSummary(key, events, acquisitions, handovers, handovers, 0, None, _ORDERING[observed])
+
+    def __len__(self) -> int:
+        return self._counts.num_rows
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        i = range(len(self))[index]  # IndexError past the end, negative indexes from it
+        marked = self._marked.get(i)
+        if marked is not None:
+            return marked
+        return self._clean(*(self._counts.column(name)[i].as_py() for name in COUNTS))
+
+    def __iter__(self) -> "Iterator[WorkflowSummary]":
+        marked, clean = self._marked, self._clean
+        for start, rows in self._chunks():
+            for i, row in enumerate(zip(*(rows.column(name).to_pylist() for name in COUNTS)), start):
+                yield marked.get(i) or clean(*row)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"WorkflowTable({len(self):,} workflow keys, {len(self._marked):,} with findings)"
+
+    def _chunks(self, rows: int = 65_536) -> "Iterator[tuple[int, pa.Table]]":
+        for start in range(0, len(self), rows):
+            yield start, self._counts.slice(start, rows)
+
+    def totals(self) -> tuple[int, int, int]:
+        """Acquisitions, handovers and clean handovers over every key."""
+        import pyarrow.compute as pc
+
+        acquisitions, handovers = (pc.sum(self._counts.column(name)).as_py() or 0
+                                   for name in ("acquisitions", "handovers"))
+        named = sum(w.handovers - w.clean_handovers for w in self._marked.values())
+        return acquisitions, handovers, handovers - named
+
+    def observed(self) -> int:
+        """How many keys are ordered by observation (their log lacks seq)."""
+        import pyarrow.compute as pc
+
+        return pc.sum(self._counts.column("observed").cast("int64")).as_py() or 0
+
+    def clean_keys(self, limit: int) -> list[str]:
+        """The first ``limit`` keys (in key order) without findings whose handovers were all clean."""
+        import numpy as np
+
+        from ..core.arrow import int64_view
+
+        keys, marked = self._counts.column("workflow_key"), self._marked
+        out: list[str] = []
+        for i in np.flatnonzero(int64_view(self._counts.column("handovers")) > 0).tolist():
+            w = marked.get(i)
+            if w is None or (w.findings == 0 and w.clean_handovers > 0):
+                out.append(keys[i].as_py())
+                if len(out) == limit:
+                    break
+        return out
+
+    def json_lines(self, rows: int = 65_536) -> "Iterator[list[str]]":
+        """The document's workflow items, one line of compact JSON each (as ``orjson`` writes a
+        summary), in chunks. Clean rows are assembled from the columns; a marked row, or a key
+        JSON must escape, is encoded by ``orjson``."""
+        import orjson
+
+        if len(self) <= rows:  # one chunk: orjson per summary spares a small audit pyarrow.compute
+            if len(self):
+                yield [orjson.dumps(w).decode() for w in self]
+            return
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        marked = sorted(self._marked)
+        for start, rows in self._chunks(rows):
+            key, handovers = rows.column("workflow_key"), rows.column("handovers").cast(pa.string())
+            values = {"workflow_key": pc.binary_join_element_wise('"', key, '"', ""),
+                      "events": rows.column("events").cast(pa.string()),
+                      "acquisitions": rows.column("acquisitions").cast(pa.string()),
+                      "handovers": handovers, "clean_handovers": handovers, "findings": "0", "severity": "null",
+                      "ordering": pc.if_else(rows.column("observed"), '"observed"', '"authoritative"')}
+            parts = []
+            for n, name in enumerate(WorkflowSummary.__slots__):
+                parts += [("{" if n == 0 else ",") + orjson.dumps(name).decode() + ":", values[name]]
+            lines = pc.binary_join_element_wise(*parts, "}", "").to_pylist()
+            escaped = pc.match_substring_regex(key, r'[\x00-\x1f"\\]')
+            redo = {i - start for i in marked[bisect_left(marked, start):bisect_left(marked, start + len(lines))]}
+            redo.update(pc.indices_nonzero(escaped).to_pylist())
+            for i in redo:
+                lines[i] = orjson.dumps(self[start + i]).decode()
+            yield lines
+
+
+class AuditSession:
+    """The open store behind a result. Closing it is idempotent; it closes the store.
+
+    ``absent`` says why a result that never had a store cannot read events (a Spark audit's
+    stay in Spark): the ``ResultClosed`` message then, instead of "closed".
+    """
+
+    __slots__ = ("_store", "_absent")
+
+    def __init__(self, store: "Store | None", absent: str | None = None) -> None:
+        self._store = store
+        self._absent = absent
+
+    @property
+    def open(self) -> bool:
+        return self._store is not None
+
+    @property
+    def store(self) -> "Store":
+        if self._store is None:
+            if self._absent is not None:
+                raise ResultClosed(self._absent)
+            raise ResultClosed("this audit result is closed: its events are no longer readable; "
+                               "read them (events_frame, timeline) before close() or the with block ends")
+        return self._store
+
+    def close(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+
+@dataclass(slots=True)
+class AuditResult:
+    ordering: str
+    input: InputSummary
+    workflows: WorkflowTable  # a list of summaries is turned into one
+    findings: list[Finding]
+    incidents: list[Incident]
+    diagnostics: list[Diagnostic]
+    fail_on: Grade = Grade.STALE_ATTEMPT
+    allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
+    scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
+    engine: str = "duckdb"  # what produced it: "duckdb" (one machine) or "spark" (auditor.spark)
+    #: SPEC section 7: lease metrics per group and key (its diagnostics are in ``diagnostics``)
+    lease_health: LeaseHealth = NO_LEASE_HEALTH
+    #: the timelines a report draws (see ``explain.timeline_keys``), by workflow key
+    timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
+    #: SPEC rev 3: unplaced events by kind (no seq in a key ordered by seq)
+    unplaced: dict[str, int] = field(default_factory=dict)
+    session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.workflows, WorkflowTable):
+            self.workflows = WorkflowTable.of(self.workflows)
+
+    def close(self) -> None:
+        """Let go of the store (a scratch one is deleted). Idempotent; the data stays readable."""
+        self.session.close()
+
+    def __enter__(self) -> "AuditResult":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def store(self) -> "Store":
+        """The open store (raises ``ResultClosed`` once the result is closed)."""
+        return self.session.store
+
+    @property
+    def failing(self) -> list[Finding]:
+        """Findings at or above ``fail_on``."""
+        return [f for f in self.findings if f.grade.at_least(self.fail_on)]
+
+    @property
+    def event_id_conflicts(self) -> int:
+        return sum(1 for d in self.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT)
+
+    @property
+    def unplaced_lost(self) -> int:
+        """Unplaced events that could change a finding at or above ``fail_on`` (SPEC rev 3)."""
+        return sum(n for kind, n in self.unplaced.items()
+                   if kind in LOST_WHEN_UNPLACED or (kind == "progress" and self.fail_on is Grade.STALE_ACTIVITY))
+
+    @property
+    def malformed_lost(self) -> int:
+        """Events whose dropped value was one a finding rule reads (``malformed_field``, SPEC rev 3)."""
+        return sum(d.numbers["lost"] for d in self.diagnostics
+                   if d.kind == DiagnosticKind.MALFORMED_FIELD and d.numbers)
+
+    @property
+    def lost(self) -> int:
+        """Evidence the audit could not use: quarantined lines, ``event_id`` conflicts, unplaced
+        events that could change a finding, and values a finding rule reads that were dropped."""
+        return self.input.quarantined + self.event_id_conflicts + self.unplaced_lost + self.malformed_lost
+
+    @property
+    def verdict(self) -> Verdict:
+        """``fail`` at or above ``fail_on``; else ``incomplete`` when more than
+        ``allow_quarantined`` lines were lost (a pass cannot be claimed); else ``pass``."""
+        if any(f.grade.at_least(self.fail_on) for f in self.findings):  # the first one decides
+            return Verdict.FAIL
+        return Verdict.INCOMPLETE if self.lost > self.allow_quarantined else Verdict.PASS
+
+    @property
+    def exit_code(self) -> int:
+        return self.verdict.exit_code
+
+    def evidence_lost(self) -> dict[str, Any]:
+        """What was lost and why, for the document's top (before the findings)."""
+        return {"quarantined": self.input.quarantined, "event_id_conflicts": self.event_id_conflicts,
+                "unplaced": self.unplaced_lost, "malformed": self.malformed_lost,
+                "allow_quarantined": self.allow_quarantined,
+                "first": [asdict(q) for q in self.input.quarantine]}
+
+    def grade_counts(self) -> dict[str, int]:
+        """Findings per grade, in the grades' order (one pass: half a million findings at 10M events)."""
+        seen: dict[Grade, int] = {}
+        for f in self.findings:
+            seen[f.grade] = seen.get(f.grade, 0) + 1
+        return {g: seen[g] for g in GRADES if g in seen}  # in the order rules.grades declares
+
+    def summary(self) -> dict[str, Any]:
+        acquisitions, handovers, clean = self.workflows.totals()
+        return {
+            "workflows": len(self.workflows),
+            "acquisitions": acquisitions,
+            "handovers": handovers,
+            "clean_handovers": clean,
+            "findings": self.grade_counts(),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document of SPEC section 4 (keys stable, lists sorted by workflow key then seq)."""
+        return {k: v if k not in LISTS else list(v) for k, v in self.document().items()}
+
+    def document(self) -> dict[str, Any]:
+        """``to_dict()`` with the long lists (``LISTS``) as lazy iterators of item dicts, for a
+        renderer that writes them one by one: those of a big audit do not fit in memory as dicts."""
+        return {
+            "schema": SCHEMA,
+            "engine": self.engine,
+            "verdict": self.verdict.value,
+            "fail_on": self.fail_on.value,
+            "evidence_lost": self.evidence_lost(),
+            "scope": None if self.scope is None else self.scope.to_dict(),
+            "ordering": self.ordering,
+            "input": asdict(self.input),
+            "summary": self.summary(),
+            "lease_health": self.lease_health.to_dict(),
+            "incidents": (i.to_dict() for i in self.incidents),
+            "findings": (f.to_dict() for f in self.findings),
+            "diagnostics": (d.to_dict() for d in self.diagnostics),
+            "workflows": ({name: getattr(w, name) for name in w.__slots__} for w in self.workflows),
+        }
+
+    def expected_triples(self) -> set[tuple[str, str, int]]:
+        """``(grade, workflow_key, seq)`` of every finding: the shape ``--expect`` compares."""
+        return {(f.grade.value, f.workflow_key, f.seq) for f in self.findings}
+
+    # Event access, read from the store on demand (``ResultClosed`` after ``close()``).
+
+    def events_frame(self) -> "pl.DataFrame":
+        """All stored events as a polars DataFrame, sorted by workflow key then seq."""
+        return self.store.events_frame()
+
+    def quarantine_frame(self) -> "pl.DataFrame":
+        """Every quarantined line (file, line, reason), not only the first few in ``input``."""
+        return self.store.quarantine_frame()
+
+    def findings_frame(self) -> "pl.DataFrame":
+        import polars as pl
+
+        rows = [f.to_dict() for f in self.findings]
+        if not rows:
+            return pl.DataFrame(schema={"id": pl.Utf8, "grade": pl.Utf8, "workflow_key": pl.Utf8, "seq": pl.Int64})
+        return pl.DataFrame(rows)
+
+    def timeline(self, workflow_key: str, limit: int | None = None) -> list[Event]:
+        """The events of one workflow key in authoritative order (the first ``limit``)."""
+        return self.store.events_of(workflow_key, limit)
+
+
+def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
+    """``result`` with only what ``scope`` reports: matching findings, the incidents that keep at
+    least one of them, diagnostics and workflow rows of matching keys. Detection is not re-run.
+
+    Lease health keeps the rows of matching keys and the groups they belong to, with the group's
+    figures over all of its keys (a lease configuration is judged on all the evidence, as
+    detection is); a group's ``lease_timing_risk`` and ``late_extension`` stay with their group,
+    whatever the window."""
+    if scope is None or not scope.narrows:
+        return result
+    workflows = [w for w in result.workflows if scope.key_matches(w.workflow_key)]
+    if scope.keys and not workflows:  # a typo in --key must not pass over an empty selection
+        sample = ", ".join(w.workflow_key for w in result.workflows[:3])
+        raise ScopeError(f"no workflow key matches {', '.join(scope.keys)}; the input has "
+                         f"{len(result.workflows):,} workflow keys (e.g. {sample})")
+    findings = [f for f in result.findings if scope.finding_matches(f)]
+    kept = {f.incident_id for f in findings}
+    health = result.lease_health
+    keys = tuple(k for k in health.keys if scope.key_matches(k.workflow_key))
+    groups = {k.group for k in keys}
+    health = dataclasses.replace(health, keys=keys, groups=tuple(g for g in health.groups if g.group in groups),
+                                 diagnostics=tuple(d for d in health.diagnostics if _keeps(scope, d, groups)))
+    return dataclasses.replace(
+        result,
+        findings=findings,
+        incidents=[i for i in result.incidents if i.id in kept],
+        diagnostics=[d for d in result.diagnostics if _keeps(scope, d, groups)],
+        workflows=workflows, scope=scope, lease_health=health)
+
+
+#: Lease-health diagnostics about a whole group (one per group): they stay with their group.
+_GROUP_DIAGNOSTICS = frozenset({DiagnosticKind.LEASE_TIMING_RISK, DiagnosticKind.LATE_EXTENSION})
+
+
+def _keeps(scope: "Scope", d: Diagnostic, groups: set) -> bool:
+    if d.kind in (DiagnosticKind.EVENT_ID_CONFLICT, DiagnosticKind.MALFORMED_FIELD):
+        return True
+    if d.kind in _GROUP_DIAGNOSTICS:
+        return tuple(d.group.items()) in groups
+    return scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None)

@@ -1,0 +1,128 @@
+"""What a store's DuckDB connection needs before the first statement: the Python functions the
+stage query calls (``auditor_attrs``, ``auditor_normalize``) and the check that a ``--db`` path is
+a DuckDB file and never an input. Split from ``store.py``, which holds the store itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from ..core.errors import StoreError
+from ..core.arrow import strings
+from ..ingest.formats import COMPRESSED, SUFFIXES
+from ..normalize.reference import attrs_of, normalize_line
+from ..normalize.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def attrs_udf(line: str, keep_payloads: bool) -> str | None:
+    try:
+        attrs = attrs_of(json.loads(line), keep_payloads)  # the fast path: canonical names only
+    except (ValueError, RecursionError):
+        return json.dumps({"attrs_error": "attrs could not be decoded"})
+    if attrs is None:
+        return None
+    return json.dumps(attrs, sort_keys=True, ensure_ascii=False, default=str)
+
+
+#: attrs_udf of values seen before. A log repeats a few attrs (the 2M-event benchmark log has 11
+#: distinct ones), and DuckDB hands the function the rows of a CASE branch: vectors of a few
+#: hundred rows each, a thousand calls per million lines, each decoding the same few values anew.
+_ATTRS_SEEN = functools.lru_cache(maxsize=8192)(attrs_udf)
+#: Longer values are decoded each time: they are rarely repeated, and the cache holds them whole.
+_ATTRS_SEEN_BYTES = 512
+
+
+def forget_attrs() -> None:
+    """Empty the attrs function's memory: it holds attrs as written, payloads before they are
+    hashed, so it is kept for one ingest (``Store.transaction``) and no longer."""
+    _ATTRS_SEEN.cache_clear()
+
+
+def _attrs(line: str, keep_payloads: bool) -> str | None:
+    return _ATTRS_SEEN(line, keep_payloads) if len(line) <= _ATTRS_SEEN_BYTES else attrs_udf(line, keep_payloads)
+
+
+def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
+    """``attrs_udf`` over one vector of values, each distinct value decoded once: the same few
+    attrs repeat across a log, and arrow matches them up without a Python step per line."""
+    import pyarrow as pa
+
+    keeps = set(keep_payloads.to_pylist()) if len(lines) >= 1024 else ()
+    if len(keeps) != 1:  # a small vector (no pyarrow.compute for a small log), or mixed flags
+        return strings([None if line is None else _attrs(line, bool(keep))
+                        for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
+    import pyarrow.compute as pc
+
+    distinct = pc.unique(lines)
+    keep = bool(keeps.pop())
+    attrs = pa.array([None if line is None else _attrs(line, keep) for line in distinct.to_pylist()], pa.string())
+    return pc.take(attrs, pc.index_in(lines, value_set=distinct))
+
+
+def normalize_udf(box: list[Vocabulary]):
+    """``normalize_line`` over one arrow vector of lines (the stage's slow path)."""
+    def normalize_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
+        vocabulary = box[0]
+        return strings([None if line is None else normalize_line(line, vocabulary, bool(keep))
+                        for line, keep in zip(lines.to_pylist(), keep_payloads.to_pylist())])
+    return normalize_batch
+
+
+#: Database file -> the vocabulary box its registered normalize function reads (this process).
+VOCABULARY_BOXES: dict[str, list] = {}
+
+
+def register(con: duckdb.DuckDBPyConnection, name: str, fn: Any, **options: Any) -> bool:
+    """Register an arrow UDF ``VARCHAR, BOOLEAN -> VARCHAR``; False when the database has it
+    already (a second Store on a file this process has open: DuckDB shares the database)."""
+    try:
+        con.create_function(name, fn, ["VARCHAR", "BOOLEAN"], "VARCHAR", type="arrow",
+                            side_effects=False, **options)
+    except duckdb.CatalogException:
+        return False
+    return True
+
+
+#: The first bytes of files that are surely not a DuckDB store, and what they are.
+_FOREIGN = ((b"PAR1", "a Parquet file"), (b"\x1f\x8b", "a gzip file"), (b"\x28\xb5\x2f\xfd", "a zstd file"),
+            (b"SQLite format 3", "an SQLite database"))
+#: Suffixes of inputs: a new --db named so is surely a mix-up of input and store.
+_INPUT_SUFFIXES = frozenset(SUFFIXES) | frozenset(COMPRESSED)
+
+
+def refuse_foreign(path: Path) -> None:
+    """Raise ``StoreError`` unless ``path`` is absent or a DuckDB file ("DUCK" at byte 8).
+
+    DuckDB itself opens a Parquet or JSON path without complaint and writes nothing the next
+    run finds: an ingest that exits 0 and keeps nothing. A file with other content is never
+    written into: it may be an input.
+    """
+    advice = "point --db at a file written by 'auditor ingest', or at a new path"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        if path.suffix.lower() in _INPUT_SUFFIXES:
+            raise StoreError(f"{path}: cannot open the DuckDB store (a {path.suffix} name is for "
+                             f"input, not a store); name the store .duckdb") from None
+        return
+    except IsADirectoryError:
+        raise StoreError(f"{path}: cannot open the DuckDB store (it is a directory); {advice}") from None
+    except OSError as e:
+        if not os.access(path, os.F_OK):
+            return
+        raise StoreError(f"{path}: cannot open the DuckDB store ({e.strerror or e}); {advice}") from e
+    if head[8:12] == b"DUCK":
+        return
+    what = next((name for magic, name in _FOREIGN if head.startswith(magic)),
+                "an empty file" if not head else "not a DuckDB file")
+    raise StoreError(f"{path}: cannot open the DuckDB store (it is {what}); {advice}")
