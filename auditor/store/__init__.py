@@ -154,6 +154,7 @@ class Store:
         # must not be kept alive by its own connection.
         self._vocabulary = [vocabulary_of(vocabulary)]
         self.skipped: list[SkippedPath] = []  # directory entries this process did not read
+        self._private: str | None = None  # see private_path
         if self.path is not None:
             refuse_foreign(self.path)
         self.con = self._connect(lock_timeout, read_only)
@@ -259,14 +260,22 @@ class Store:
             shutil.rmtree(scratch, ignore_errors=True)
             raise
         self._drop_scratch = weakref.finalize(self, _drop_scratch, con, scratch)
+        self._private = scratch
         return con
 
     def _private_spill(self) -> None:
         """A read-only store may sit in a folder we cannot write (``<db>.tmp`` is DuckDB's default
         spill place): spill to a private temporary directory, removed with the store."""
-        spill = tempfile.mkdtemp(prefix="auditor-spill-")
-        self.con.execute("SET temp_directory = ?", [spill])
-        weakref.finalize(self, shutil.rmtree, spill, ignore_errors=True)
+        self.con.execute("SET temp_directory = ?", [self.private_path("spill")])
+
+    def private_path(self, name: str) -> str:
+        """``name`` in a directory of this store's own (the scratch store's, or a temporary one
+        made on first use), removed with the store: for files no other process may see, such as
+        the database detection attaches beside a read-only store."""
+        if self._private is None:
+            self._private = tempfile.mkdtemp(prefix="auditor-private-")
+            weakref.finalize(self, shutil.rmtree, self._private, ignore_errors=True)
+        return os.path.join(self._private, name)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -7,6 +7,7 @@ incremental detector for live audits is ``detect.live``; a test pins the two tog
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -106,15 +107,17 @@ class Detection:
             self._open = False
             self.store.con.execute(SQL["drop"])
             self.store.shrink()
+            _remove(self.store.private_path("detect.duckdb"))
 
 
 def detect(store: Store) -> Detection:
     """Run the set-based detector over ``store``: its scratch tables are built, the diagnostics
     read; the findings are read key by key from the ``Detection`` returned (close it when done)."""
     con = store.con
+    scratch = store.private_path("detect.duckdb")
     try:
         for name in _BUILD:
-            con.execute(SQL[name])
+            con.execute(SQL[name], [scratch] if name == "scratch" else [])
         store.shrink()
         diagnostics = sorted(
             (Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, seq, epoch, detail, position=pos)
@@ -123,8 +126,15 @@ def detect(store: Store) -> Detection:
         ((newest,),) = con.execute(SQL["newest_ts"]).fetchall()
     except BaseException:
         con.execute(SQL["drop"])
+        _remove(scratch)
         raise
     return Detection(store, diagnostics, newest)
+
+
+def _remove(database: str) -> None:
+    for path in (database, database + ".wal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 #: DuckDB's memory limit while a query reads a little from the whole store (see ``lean``)

@@ -196,8 +196,10 @@ FROM picked f JOIN events e ON e.obs = f.obs;
 
 -- name: scratch
 -- The tables explain reads as streams, each through its own cursor, sit in a database of their
--- own: a cursor is a connection of its own, and cannot see another connection's temp tables.
-ATTACH IF NOT EXISTS ':memory:' AS auditor_detect;
+-- own: a cursor is a connection of its own, and cannot see another connection's temp tables. A
+-- file ($1, the store's own private path), since a store opened read-only may attach no
+-- in-memory database; writable whatever the store is.
+ATTACH IF NOT EXISTS $1 AS auditor_detect (READ_WRITE);
 
 -- name: finding_rows
 -- The findings with the evidence of the event they sit on (and where it is written: file, line;
@@ -338,7 +340,7 @@ DROP TABLE IF EXISTS key_epochs; DROP TABLE IF EXISTS diagnostic_rows; DROP TABL
 DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS commits; DROP TABLE IF EXISTS resolutions;
 DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
 DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys; DROP TABLE IF EXISTS picked;
-DROP TABLE IF EXISTS evidence; DROP TABLE IF EXISTS key_acquirers; DROP TABLE IF EXISTS auditor_detect.finding_rows; DROP TABLE IF EXISTS auditor_detect.keys;
+DROP TABLE IF EXISTS evidence; DROP TABLE IF EXISTS key_acquirers; DETACH DATABASE IF EXISTS auditor_detect;
 
 -- name: event_rows
 -- Every event with where it came from, in each key's order: the live detector's feed when it is
