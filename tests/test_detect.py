@@ -102,7 +102,7 @@ def test_lean_reads_lower_the_memory_limit_but_never_raise_it(monkeypatch):
         usual = limit(s.con)
         assert lean(s, limit, "256MB") == "244.1 MiB"
         assert limit(s.con) == usual
-    monkeypatch.setattr(store, "MEMORY_LIMIT", "100MB")
+    monkeypatch.setenv("AUDITOR_MEMORY_LIMIT", "100MB")
     with store.Store(None) as s:
         assert lean(s, limit, "256MB") == limit(s.con) == "95.3 MiB"
     assert store.size_bytes("1.5 GiB") == 1.5 * 2**30 and store.size_bytes("800MB") == 800e6

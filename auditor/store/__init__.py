@@ -20,11 +20,11 @@ import shutil
 import tempfile
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
@@ -37,6 +37,8 @@ from ..normalize.vocabulary import REASONS, Vocabulary, vocabulary_of
 from ..core.fields import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE,
                            KINDS, OPTIONAL_FIELDS, REPORTERS, SINK_RESULTS)
 from ..core.sql import QUIET, statements
+from . import memory
+from .memory import size_bytes
 from .setup import VOCABULARY_BOXES, attrs_batch, forget_attrs, normalize_udf, refuse_foreign, register
 
 if TYPE_CHECKING:
@@ -46,26 +48,13 @@ if TYPE_CHECKING:
     from .typed import Prepared
 
 SQL = statements("store/store.sql")
+T = TypeVar("T")
 STAGE_BATCH_ROWS = 16_384
 #: Raw lines staged into the events table in one statement. Each INSERT into the compressed table
 #: finishes its row groups (122,880 rows) on its own: a 32 MB chunk (about 140,000 events) a
 #: time, appending took as long as 60 % of the stage (bench/RESULTS.md); four row groups at a time
 #: take half of that, for about 120 MB of raw lines held (250 bytes a line).
 APPEND_ROWS = 4 * 122_880
-#: DuckDB's share of memory; the audit's Python side (findings, incidents) comes on top.
-MEMORY_LIMIT = os.environ.get("AUDITOR_MEMORY_LIMIT", "800MB")
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def size_bytes(size: str) -> float:
-    """A DuckDB memory size (``800MB``, ``1.5 GiB``) in bytes; infinity for one it does not
-    read (DuckDB decides what it means: nothing is lowered under it)."""
-    import re
-
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", size)
-    unit = _UNITS.get(m.group(2).lower()) if m else None
-    return float("inf") if unit is None else float(m.group(1)) * unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +149,10 @@ class Store:
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(QUIET)
-        # Bounded memory: DuckDB spills past this instead of growing with the log, and no query
-        # here depends on the order rows were inserted in.
-        self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
+        # Bounded memory: DuckDB spills past this instead of growing with the log (see memory.py),
+        # and no query here depends on the order rows were inserted in.
+        self.memory_limit = memory.limit()
+        self.con.execute("SET memory_limit = ?", [self.memory_limit])
         self.con.execute("SET preserve_insertion_order = false")
         register(self.con, "auditor_attrs", attrs_batch, null_handling="special")
         if not register(self.con, "auditor_normalize", normalize_udf(self._vocabulary)):
@@ -210,7 +200,7 @@ class Store:
         ((unnumbered,),) = self.con.execute("SELECT count(*) FROM events WHERE position IS NULL").fetchall()
         if unnumbered:
             with self.transaction():
-                self.con.execute(SQL["positions"], [0])
+                self.con.execute(SQL["positions"], [0, 0])
                 self.con.execute(SQL["observed_order"])
 
     @property
@@ -312,13 +302,35 @@ class Store:
             self.con.execute("SET memory_limit = '64MB'")
         except duckdb.Error:  # pinned pages it cannot evict: keep them
             pass
-        self.con.execute("SET memory_limit = ?", [MEMORY_LIMIT])
+        self.con.execute("SET memory_limit = ?", [self.memory_limit])
 
     def lower_memory(self, limit: str) -> None:
         """DuckDB's memory limit down to ``limit`` for a while (``shrink`` restores the usual one),
-        never up: an ``AUDITOR_MEMORY_LIMIT`` already lower stays."""
-        if size_bytes(limit) < size_bytes(MEMORY_LIMIT):
+        never up: a usual limit already lower stays."""
+        if size_bytes(limit) < size_bytes(self.memory_limit):
             self.con.execute("SET memory_limit = ?", [limit])
+
+    def adapting(self, run: Callable[[], T]) -> T:
+        """``run()``; should DuckDB run out of memory, the store's limit is raised (``memory.raised``)
+        and ``run`` called again, until it fits or the limit can go no higher (then the error is
+        raised). ``run`` must be safe to repeat. A limit set by ``AUDITOR_MEMORY_LIMIT`` is kept:
+        the error is raised at once."""
+        while True:
+            try:
+                return run()
+            except duckdb.OutOfMemoryException:
+                if not self.more_memory():
+                    raise
+
+    def more_memory(self) -> bool:
+        """Raise the store's memory limit for a statement that ran out (``memory.raised``); False
+        when it cannot go higher, or was set by ``AUDITOR_MEMORY_LIMIT``."""
+        higher = None if os.environ.get(memory.ENV, "").strip() else memory.raised(self.memory_limit)
+        if higher is None:
+            return False
+        self.memory_limit = higher
+        self.con.execute("SET memory_limit = ?", [higher])
+        return True
 
     def close(self) -> None:
         self.con.close()
@@ -358,6 +370,7 @@ class Store:
             (source_id,) = con.execute(
                 "SELECT coalesce(max(source_id), 0) + 1 FROM sources").fetchone()
             ((before,),) = con.execute("SELECT count(*) FROM events").fetchall()
+            ((base,),) = con.execute(SQL["position_base"], [source_id]).fetchall()
             lines_read = 0
             # The SQL reads the local variables raw_chunk and typed_chunk of _stage (DuckDB's
             # replacement scans): a register()ed object would be kept alive until the
@@ -368,10 +381,10 @@ class Store:
                 held.append(raw_chunk)
                 del raw_chunk
                 if sum(t.num_rows for t in held) >= APPEND_ROWS:
-                    lines_read += self._stage(held, typed_chunk, source_id)
+                    lines_read += self._stage(held, typed_chunk, source_id, base)
                     typed_chunk = _no_typed()
             if held:
-                lines_read += self._stage(held, typed_chunk, source_id)
+                lines_read += self._stage(held, typed_chunk, source_id, base)
             ((quarantined,),) = con.execute(SQL["quarantine_staged"], [source_id]).fetchall()
             con.execute(SQL["drop_rejected"], [source_id])
             normalized = lines_read - quarantined
@@ -381,13 +394,17 @@ class Store:
             con.execute(
                 "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
-            con.execute(SQL["positions"], [source_id])
+            ((numbered,),) = con.execute(SQL["numbered"], [source_id, base]).fetchall()
+            if not numbered:
+                con.execute(SQL["positions"], [source_id, base])
             con.execute(SQL["observed_order"])
         return SourceCounts(name, lines_read, added, normalized - added, quarantined)
 
-    def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int) -> int:
+    def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int,
+               position_base: int | None = None) -> int:
         """Normalize the raw chunks ``held`` and the typed records ``typed_chunk`` into the events
-        table in one statement (``stage``), and empty ``held``; the count of lines staged."""
+        table in one statement (``stage``), and empty ``held``; the count of lines staged. Each event
+        is numbered ``position_base + pos`` (None: not numbered, see ``positions``)."""
         import pyarrow as pa
 
         schema = held[0].schema
@@ -400,7 +417,7 @@ class Store:
         held.clear()
         ((staged,),) = self.con.execute(SQL["stage"], dict(
             _STAGE_PARAMS, source_id=source_id, keep_payloads=self.keep_payloads,
-            careful=self.careful)).fetchall()
+            careful=self.careful, position_base=position_base)).fetchall()
         return staged
 
     def ingest_many(self, items: list[tuple[str, str, list["pa.Table"], str | None]]) -> list[SourceCounts]:
@@ -469,7 +486,8 @@ class Store:
             con.execute("INSERT INTO sources SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                         "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
                         "unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
-            con.execute(SQL["positions"], [first])
+            ((base,),) = con.execute(SQL["position_base"], [first]).fetchall()
+            con.execute(SQL["positions"], [first, base])
             con.execute(SQL["observed_order"])
         return out
 

@@ -116,8 +116,8 @@ def detect(store: Store) -> Detection:
     con = store.con
     scratch = store.private_path("detect.duckdb")
     try:
-        for name in _BUILD:
-            con.execute(SQL[name], [scratch] if name == "scratch" else [])
+        for name in _BUILD:  # each statement replaces its table: safe to run again with more memory
+            store.adapting(lambda name=name: con.execute(SQL[name], [scratch] if name == "scratch" else []))
         store.shrink()
         diagnostics = sorted(
             (Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, seq, epoch, detail, position=pos)
@@ -139,10 +139,6 @@ def _remove(database: str) -> None:
 
 #: DuckDB's memory limit while a query reads a little from the whole store (see ``lean``)
 LEAN_MEMORY = "128MB"
-#: ... and while the finding rows come into Python: under the store's usual limit DuckDB kept the
-#: evidence it read back cached beside the findings being built, 1.4 GB at ten million events
-#: against 0.7 GB under this one (the sort spills what does not fit).
-FINDINGS_MEMORY = "256MB"
 
 
 def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T], limit: str = LEAN_MEMORY) -> T:
@@ -159,6 +155,6 @@ def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T], limit: st
         except duckdb.OutOfMemoryException:
             pass  # retried below, once the first try's partial results are gone
         store.shrink()
-        return read(store.con)
+        return store.adapting(lambda: read(store.con))
     finally:
         store.shrink()
