@@ -38,7 +38,7 @@ class Spool(Sequence, Generic[T]):
     then read it as the list of items it stands for (``decode`` turns one line's value back into
     an item). Equal to any sequence of equal items; pickled as a plain list."""
 
-    __slots__ = ("_decode", "_ends", "_memory", "_file", "_size", "__weakref__")
+    __slots__ = ("_decode", "_ends", "_memory", "_file", "_size", "_held", "__weakref__")
 
     def __init__(self, decode: Callable[[Any], T]) -> None:
         self._decode = decode
@@ -46,6 +46,7 @@ class Spool(Sequence, Generic[T]):
         self._memory: bytearray | None = bytearray()
         self._file = None
         self._size = 0  # bytes written, newlines included
+        self._held: dict[int, T] = {}  # items appended one by one after the fact, kept as given
 
     @classmethod
     def of(cls, items: Iterable[T], decode: Callable[[Any], T]) -> "Spool[T]":
@@ -53,10 +54,20 @@ class Spool(Sequence, Generic[T]):
         spool = cls(decode)
         dumps = orjson.dumps
         for item in items:
-            spool.append(dumps(item))
+            spool.append_line(dumps(item))
         return spool
 
-    def append(self, line: bytes) -> None:
+    def append(self, item: T) -> None:
+        """Add one item, as a list would: encoded as the document encodes it, and read back as the
+        object given (an item of a grade the registry declares for a while may not decode)."""
+        self.extend([orjson.dumps(item)])
+        self.hold(item)
+
+    def hold(self, item: T) -> None:
+        """Keep ``item`` as what the last line reads back as."""
+        self._held[len(self) - 1] = item
+
+    def append_line(self, line: bytes) -> None:
         """Add one item, given as its line of compact JSON (no newline in it)."""
         self.extend([line])
 
@@ -112,13 +123,17 @@ class Spool(Sequence, Generic[T]):
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
         i = range(len(self))[index]  # IndexError past the end, negative indexes from it
+        if i in self._held:
+            return self._held[i]
         return self._decode(orjson.loads(self.line(i)))
 
     def __iter__(self) -> Iterator[T]:
-        decode, loads = self._decode, orjson.loads
+        decode, loads, held = self._decode, orjson.loads, self._held
+        i = 0
         for block in self.blocks():
             for line in block.split(b"\n"):
-                yield decode(loads(line))
+                yield held[i] if held and i in held else decode(loads(line))
+                i += 1
 
     def blocks(self, size: int = BLOCK) -> Iterator[bytes]:
         """The lines in order, in blocks of about ``size`` bytes, each whole lines joined by
@@ -156,6 +171,7 @@ class Spool(Sequence, Generic[T]):
         if self._file is not None:
             self._file.close()
         self._file, self._memory, self._ends, self._size = None, bytearray(), array("q"), 0
+        self._held = {}
 
 
 def json_blocks(items: Sequence, size: int = BLOCK) -> Iterator[bytes]:

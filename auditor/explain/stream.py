@@ -43,6 +43,11 @@ class Findings(Spool):
         for f in findings:
             grades[f.grade] = grades.get(f.grade, 0) + 1
 
+    def append(self, finding: Finding) -> None:
+        """Add one finding, as a list would (counted with the others)."""
+        self.add([finding])
+        self.hold(finding)
+
     def grades(self) -> dict[Grade, int]:
         """How many findings of each grade (grades without any left out)."""
         return dict(self._grades)
@@ -63,6 +68,11 @@ class Incidents(Spool):
         for order, kept in self._first.items():
             # earlier ones first among equals: nsmallest is sorted()[:n] of kept + these, in this order
             self._first[order] = heapq.nsmallest(KEPT, kept + incidents, key=order)
+
+    def append(self, incident: Incident) -> None:
+        """Add one incident, as a list would (ranked with the others)."""
+        self.add([incident])
+        self.hold(incident)
 
     def first(self, order: Callable, n: int) -> list[Incident] | None:
         """``sorted(self, key=order)[:n]``, or None when it was not kept."""

@@ -80,7 +80,7 @@ class WorkflowTable(Spool):
         return table
 
     def add(self, w: WorkflowSummary) -> None:
-        self.append(orjson.dumps(w))
+        self.append_line(orjson.dumps(w))
         self._count(w)
 
     def _count(self, w: WorkflowSummary) -> None:
