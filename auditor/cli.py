@@ -212,6 +212,8 @@ def serve(
                                        help="A request body must arrive whole within this (408)."),
     max_connections: int = typer.Option(1024, "--max-connections", metavar="N", min=1,
                                         help="Open connections before 503."),
+    store_wait: float = typer.Option(30.0, "--store-wait", metavar="SECONDS", min=0.0,
+                                     help="How long start and shutdown wait for a store another process holds."),
     decoders: int = typer.Option(2, "--decoders", metavar="N", min=0,
                                  help="Processes decoding requests (and splitting them for the store) beside the "
                                       "receiver (0: in the receiver)."),
@@ -241,6 +243,7 @@ def serve(
             lease_by=tuple(by) if by else None, tokens=load_tokens(tokens) if tokens is not None else None,
             max_key_bytes=max_key, max_header_bytes=max_header << 10, idle_timeout=idle_timeout,
             body_timeout=body_timeout, max_inflight_bytes=max_inflight << 20, max_connections=max_connections,
+            store_wait=store_wait,
             allow_hosts=tuple(allow_host or ()), tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
         try:
             check_exposure(host, config, insecure)
