@@ -32,6 +32,10 @@ _logger = logging.getLogger("auditor.serve")
 SQL = statements("serve/serve.sql")
 SOURCE = "otlp:serve"
 MARK = "serve-spool:"
+#: The store writer appends once the requests pause this long (seconds), or its batch is full,
+#: or the oldest record it holds has waited MAX_DELAY.
+PAUSE = 0.05
+MAX_DELAY = 1.0
 
 
 @dataclass
@@ -65,8 +69,11 @@ class Keeper:
     safe and O(1); ``drain`` waits until what was put is stored; ``close`` stops the thread and
     returns how many records are not in the store (they stay in the spool)."""
 
-    def __init__(self, db: Path, vocabulary, line: int, on_stored, max_unwritten: int, wait: float) -> None:
+    def __init__(self, db: Path, vocabulary, line: int, on_stored, max_unwritten: int, wait: float,
+                 batch: int = 131_072) -> None:
         self.db = db
+        self._batch = batch
+        self._flush = False
         self._vocabulary = vocabulary
         self._line = line
         self._on_stored = on_stored      # called with the last entry number stored
@@ -106,6 +113,8 @@ class Keeper:
     def drain(self, timeout: float, number: int | None = None) -> bool:
         """Wait until every entry put so far (or up to ``number``) is stored; False on timeout."""
         deadline = time.monotonic() + timeout
+        self._flush = True
+        self._queue.put(None)
         with self._cond:
             target = self.put_number if number is None else number
             while self.stored_number < target or self._alerts:
@@ -126,34 +135,46 @@ class Keeper:
 
     def _run(self) -> None:
         todo: list[Item] = []
+        waiting, since = 0, 0.0  # records in todo, and since when the oldest waits
         while True:
+            pending = bool(todo or self._alerts)
             try:
-                waiting = self._store is not None or todo or self._alerts
-                got = self._queue.get(timeout=HOLD_IDLE if waiting else None)
+                got = self._queue.get(timeout=PAUSE if pending else HOLD_IDLE if self._store is not None else None)
             except queue.Empty:
                 got = False
-            if got is False and not todo and not self._alerts:
-                self._close_store()  # idle: checkpoint and let other processes in
-                continue
-            if got:
-                todo.append(got)
-            while True:  # one append for everything waiting: group commit to the store too
+            while True:
+                if got:
+                    if not todo:
+                        since = time.monotonic()
+                    todo.append(got)
+                    waiting += len(got.records)
                 try:
-                    more = self._queue.get_nowait()
+                    got = self._queue.get_nowait() or None
                 except queue.Empty:
                     break
-                if more:
-                    todo.append(more)
             if self._stop and not todo and not self._alerts:
                 self._close_store()
                 return
+            if not todo and not self._alerts:
+                self._close_store()  # idle: checkpoint and let other processes in
+                continue
+            # Appends are batched (their cost is mostly fixed per append, and the acknowledgement
+            # never waits for them: the spool has the records): written once the batch is full,
+            # the requests pause, the oldest has waited MAX_DELAY, or someone waits (drain, stop).
+            now = time.monotonic()
+            if not (self._stop or self._flush or got is False or waiting >= self._batch
+                    or now - since >= MAX_DELAY or not todo):
+                continue
+            self._flush = False
             todo = self._write(todo)
-            if todo and self._stop:
-                self._close_store()
-                return
-            if todo or self._alerts:
+            if todo:
+                if self._stop:
+                    self._close_store()
+                    return
                 time.sleep(0.2)  # the store is locked or failing: try again shortly, in order
-            elif self._store is not None and time.monotonic() - self._opened >= HOLD_MAX:
+                continue
+            waiting = 0
+            if self._store is not None and now - self._opened >= HOLD_MAX:
                 self._close_store()
 
     def _write(self, todo: list[Item]) -> list[Item]:

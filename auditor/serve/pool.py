@@ -100,3 +100,10 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)
+
+
+def tune_switching() -> None:
+    """The receiver's threads hand each request on (event loop, spool, event loop) while the audit
+    and the store writer run Python: at the interpreter's default 5 ms switch interval each hand-off
+    can wait that long for the GIL. A request's acknowledgement waits for two of them."""
+    sys.setswitchinterval(0.0005)

@@ -61,7 +61,7 @@ class Receiver:
         self.leftover = 0
         last, line = self._replay()
         self.keeper = Keeper(self.db, self._vocabulary, line, self._stored,
-                             max_unwritten=2 * config.persist_batch, wait=config.store_wait)
+                             max_unwritten=2 * config.persist_batch, wait=config.store_wait, batch=config.persist_batch)
         self.keeper.stored_number = self.keeper.put_number = last
         self.audit = RecordAudit(self.keeper, vocabulary=self._vocabulary, max_queue_size=1 << 30,
                                  reorder_window_millis=config.reorder_window_millis,
@@ -69,7 +69,9 @@ class Receiver:
                                  lease_by=config.lease_by, logger=logging.getLogger("auditor.otel"))
         self.audit.rebuild(self.db, config.store_wait, _logger)
         self.spool = Spool(self.spool_dir, last + 1)
-        self.spool.on_durable = self._durable
+        self._order = threading.Lock()
+        self._ready: dict[int, tuple] = {}  # entries spooled and decoded, waiting for those before them
+        self._next = last + 1
         warm_up()
         self._pool = decoder_pool(config.decoders) if config.decoders > 0 else None
         self._meters()
@@ -113,9 +115,7 @@ class Receiver:
         decoded = decode_request(meta["signal"], entry.body, meta["ctype"], meta["encoding"],
                                  self.config.max_body_bytes, False, frozenset(meta["roles"]),
                                  self.config.max_key_bytes, self._vocab_path)
-        if decoded[0] == "error":
-            return Item(entry.number, [], None, [f"request refused: {decoded[3]}"])
-        return Item(entry.number, decoded[1], decoded[3], decoded[2])
+        return Item(entry.number, *_carry(meta["signal"], decoded))
 
     def _meters(self) -> None:
         from opentelemetry.metrics import get_meter_provider
@@ -128,52 +128,60 @@ class Receiver:
         self._records_counter = meter.create_counter("auditor.serve.records", unit="{record}",
                                                      description="Ownership records accepted")
 
-    # The request path.
+    # The request path. A request's body goes to the spool while it is decoded (the disk's latency
+    # hidden behind the decoding); it is answered once both are done, and handed on in spool order.
 
     def accept(self, signal: str, body: bytes, content_type: str, encoding: str,
                roles: frozenset[str] = ANY) -> Answer:
         """One export request -> ``(status, body, content type, headers)``, blocking until it is
         on disk (the decoding runs in this thread)."""
-        ctype = content_type_of(content_type)
-        answer = self._refusal(ctype)
+        answer = self._refusal(content_type_of(content_type))
         if answer is None:
             answer = self.admit(signal, self._decode_here(signal, body, content_type, encoding, roles), body,
                                 content_type, encoding, roles)
         self._requests.add(1, {"signal": signal, "http.response.status_code": answer[0]})
         return answer
 
-    def admit(self, signal: str, decoded, body: bytes, content_type: str, encoding: str,
+    def admit(self, signal: str, decoded, body: bytes | None, content_type: str, encoding: str,
               roles: frozenset[str] = ANY) -> Answer:
-        """A decoded request (``decode.decode_request``'s answer for ``body``) spooled, then answered;
-        blocking until it is on disk."""
+        """A decoded request (``decode.decode_request``'s answer for ``body``; ``body`` None: refused
+        before it was read) spooled, handed on and answered; blocking until it is on disk."""
         done = threading.Event()
-        result: list[Answer] = []
-        self._submit(signal, content_type_of(content_type), decoded, body, content_type, encoding, roles,
-                     lambda a: (result.append(a), done.set()))
+        result: list = []
+        self.spool.submit(_meta(signal, decoded, body, content_type, encoding, roles), body or b"",
+                          lambda number, failure: (result.append((number, failure)), done.set()))
         done.wait()
-        return result[0]
+        return self._answer(signal, content_type_of(content_type), decoded, *result[0])
 
     async def accept_async(self, signal: str, body: bytes, content_type: str, encoding: str,
                            roles: frozenset[str] = ANY) -> Answer:
-        """``accept`` for the event loop: decoded by a worker process (``decoders``) and awaited
-        while the spool writes, so the loop and this process's GIL only move bytes."""
-        ctype = content_type_of(content_type)
-        answer = self._refusal(ctype)
+        """``accept`` for the event loop: decoded by a worker process (``decoders``) while the spool
+        writes, so the loop and this process's GIL only move bytes."""
+        answer = self._refusal(content_type_of(content_type))
         if answer is None:
             with self._lock:
                 self._inflight += 1
             try:
-                decoded = await self._decode_async(signal, body, content_type, encoding, roles)
-                loop = asyncio.get_running_loop()
-                future = loop.create_future()
-                self._submit(signal, ctype, decoded, body, content_type, encoding, roles,
-                             lambda a: loop.call_soon_threadsafe(_resolve, future, a))
-                answer = await future
+                # Shielded: once spooled, the request is handed on even if its sender goes away.
+                answer = await asyncio.shield(self._accept_async(signal, body, content_type, encoding, roles))
             finally:
                 with self._lock:
                     self._inflight -= 1
         self._requests.add(1, {"signal": signal, "http.response.status_code": answer[0]})
         return answer
+
+    async def _accept_async(self, signal, body, content_type, encoding, roles) -> Answer:
+        loop = asyncio.get_running_loop()
+        durable = loop.create_future()
+        self.spool.submit(_meta(signal, None, body, content_type, encoding, roles), body,
+                          lambda number, failure: loop.call_soon_threadsafe(_resolve, durable, (number, failure)))
+        try:
+            decoded = await self._decode_async(signal, body, content_type, encoding, roles)
+        except Exception as e:  # noqa: BLE001 - never leave a spooled entry without its item
+            decoded = ("error", 400, content_type_of(content_type),
+                       f"the body could not be decoded ({type(e).__name__})")
+        number, failure = await durable
+        return self._answer(signal, content_type_of(content_type), decoded, number, failure)
 
     async def _decode_async(self, signal, body, content_type, encoding, roles):
         pool = self._pool
@@ -194,49 +202,37 @@ class Receiver:
     def refuse_request(self, signal: str, ctype: str, status: int, message: str, roles: frozenset[str]) -> Answer:
         """A request from a sender of ours refused before it was read whole (413, 408): counted in
         the store's quarantine like one refused by its content. Blocking until spooled."""
-        return self.admit(signal, ("error", status, ctype, message), b"", ctype, "", roles)
+        return self.admit(signal, ("error", status, ctype, message), None, ctype, "", roles)
 
-    def _submit(self, signal, ctype, decoded, body, content_type, encoding, roles, answer) -> None:
-        """Spool the request (or its refusal); ``answer((status, body, ctype, headers))`` once on disk."""
+    def _answer(self, signal: str, ctype: str, decoded, number: int, failure: BaseException | None) -> Answer:
+        """The answer to a request whose spool entry is ``number`` (or failed), handing it on first."""
+        if failure is not None:
+            return 503, error(ctype, "the receiver cannot keep this request now; retry later"), ctype, {
+                "Retry-After": str(self.config.retry_after_seconds)}
+        self._hand(number, _carry(signal, decoded))
         if decoded[0] == "error":
             _, status, ectype, message = decoded
-            meta = {"refused": f"{signal} request refused whole ({status}): {message}"}
-            payload, carry = b"", ([], None, [meta["refused"]])
-            reply = (status, error(ectype, message), ectype, {})
-        else:
-            _, records, reasons, prepared = decoded
-            meta = {"signal": signal, "ctype": content_type, "encoding": encoding, "roles": sorted(roles)}
-            payload, carry = body, (records, prepared, reasons)
-            reply = (200, success(signal, ctype, len(reasons), reasons[0] if reasons else ""), ctype, {})
+            return status, error(ectype, message), ectype, {}
+        reasons = decoded[2]
+        return 200, success(signal, ctype, len(reasons), reasons[0] if reasons else ""), ctype, {}
 
-        def done(number: int, failure: BaseException | None) -> None:
-            if failure is not None:
-                answer((503, error(ctype, "the receiver cannot keep this request now; retry later"), ctype,
-                        {"Retry-After": str(self.config.retry_after_seconds)}))
-            else:
-                answer(reply)
-
-        self.spool.submit(meta, payload, done, carry)
-
-    def _durable(self, entries: list[tuple[Entry, Any]]) -> None:
-        """In the spool's thread, in number order, before any of ``entries`` is acknowledged: each
-        to the store writer and, with its records, to the live audit."""
-        audit = self.audit
-        records_in = refused_in = requests_refused = 0
-        for entry, (records, prepared, reasons) in entries:
-            self.keeper.put(Item(entry.number, records, prepared, reasons))
-            if records:
-                audit._queue.append((records, prepared))  # noqa: SLF001 - admitted already (_refusal)
-                records_in += len(records)
-            refused_in += len(reasons)
-            requests_refused += "refused" in entry.meta
-        audit._wake.set()  # noqa: SLF001
-        with self._lock:
-            self.records += records_in
-            self.bad_items += refused_in
-            self.refused_requests += requests_refused
-        if records_in:
-            self._records_counter.add(records_in)
+    def _hand(self, number: int, carry: tuple) -> None:
+        """Entry ``number``'s records to the store writer and the live audit, in spool order (an
+        entry decoded sooner waits for those before it)."""
+        with self._order:
+            self._ready[number] = carry
+            while self._next in self._ready:
+                records, prepared, reasons = self._ready.pop(self._next)
+                self.keeper.put(Item(self._next, records, prepared, reasons))
+                if records:
+                    self.audit._queue.append((records, prepared))  # noqa: SLF001 - admitted already (_refusal)
+                    self.audit._wake.set()  # noqa: SLF001
+                    self._records_counter.add(len(records))
+                with self._lock:
+                    self.records += len(records)
+                    self.bad_items += len(reasons)
+                    self.refused_requests += bool(not records and reasons and "refused whole" in reasons[0])
+                self._next += 1
 
     def _refusal(self, ctype: str) -> Answer | None:
         """503 while shutting down; 429 while ``max_queue`` requests wait for the audit or the store
@@ -308,6 +304,23 @@ class Receiver:
         return self.leftover
 
 
-def _resolve(future: asyncio.Future, answer: Answer) -> None:
+def _resolve(future: asyncio.Future, value) -> None:
     if not future.done():
-        future.set_result(answer)
+        future.set_result(value)
+
+
+def _meta(signal: str, decoded, body: bytes | None, content_type: str, encoding: str, roles) -> dict[str, Any]:
+    """A spool entry's header: how to decode its body again, or (no body) why it was refused."""
+    if body is None:
+        return {"refused": _carry(signal, decoded)[2][0]}
+    return {"signal": signal, "ctype": content_type, "encoding": encoding, "roles": sorted(roles)}
+
+
+def _carry(signal: str, decoded) -> tuple[Any, Any, list[str]]:
+    """``(records, their split or None, refusal reasons)`` of a decoded request; a request refused
+    whole is one reason (one quarantined item)."""
+    if decoded[0] == "error":
+        _, status, _ctype, message = decoded
+        return [], None, [f"{signal} request refused whole ({status}): {message}"]
+    _, records, reasons, prepared = decoded
+    return records, prepared, reasons

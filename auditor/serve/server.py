@@ -22,7 +22,7 @@ import uvicorn
 
 from .app import app
 from .config import ServeConfig, allowed_hosts
-from .pool import tune_gc
+from .pool import tune_gc, tune_switching
 from .receiver import Receiver
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -149,6 +149,7 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 4318) -> int
     acknowledged but not in the store (0 normally; more when the store stayed locked: they stay
     in the spool and are appended at the next start)."""
     tune_gc()
+    tune_switching()
     receiver = Receiver(config)
     try:
         _Server(uvicorn_config(app(receiver, allowed_hosts(host, config)), config, host, port)).run()

@@ -67,11 +67,9 @@ class SpoolError(OSError):
 class Spool:
     """Group commit of entries to ``directory``; numbers start at ``next_number``.
 
-    ``submit(meta, body, done, carry)`` is thread safe and never blocks on the disk: ``done(number,
-    error)`` is called from the spool's thread once the entry is on disk (error None) or could not
-    be written. ``on_durable([(entry, carry), ...])`` (set by the receiver) runs first, in the same
-    thread and in number order, for each batch written: it hands the entries on before any is
-    acknowledged.
+    ``submit(meta, body, done)`` is thread safe and never blocks on the disk: ``done(number, error)``
+    is called from the spool's thread, in number order, once the entry is on disk (error None) or
+    could not be written (nothing of its batch is then on disk, and no number is used).
     """
 
     def __init__(self, directory: Path, next_number: int, segment_bytes: int = SEGMENT_BYTES) -> None:
@@ -80,7 +78,7 @@ class Spool:
         self._next = next_number
         self._segment_bytes = segment_bytes
         self._cond = threading.Condition()
-        self._pending: list[tuple[dict[str, Any], bytes, Callable[[int, BaseException | None], None], Any]] = []
+        self._pending: list[tuple[dict[str, Any], bytes, Callable[[int, BaseException | None], None]]] = []
         self._closing = False
         self._closed_segments: list[tuple[Path, int]] = []  # (path, last number), oldest first
         self._fd = -1
@@ -90,18 +88,16 @@ class Spool:
         self._stored = next_number - 1  # entries up to this one are in the store
         self.written = 0       # entries on disk
         self.syncs = 0         # fdatasync calls (group commits)
-        self.on_durable: Callable[[list[tuple[Entry, Any]]], None] = lambda entries: None
         self._thread = threading.Thread(name="auditor.serve.spool", target=self._run, daemon=True)
         self._thread.start()
 
-    def submit(self, meta: dict[str, Any], body: bytes, done: Callable[[int, BaseException | None], None],
-               carry: Any = None) -> None:
-        """Queue an entry; ``carry`` (the decoded request) goes with it to ``on_durable``."""
+    def submit(self, meta: dict[str, Any], body: bytes, done: Callable[[int, BaseException | None], None]) -> None:
+        """Queue an entry; ``done(number, error)`` once it is on disk (see the class docstring)."""
         with self._cond:
             if self._closing:
                 done(-1, SpoolError("the receiver is shutting down"))
                 return
-            self._pending.append((meta, body, done, carry))
+            self._pending.append((meta, body, done))
             self._cond.notify()
 
     def committed(self, number: int) -> None:
@@ -144,11 +140,10 @@ class Spool:
                 if closing and not self._pending:
                     return
 
-    def _write(self, batch: list[tuple[dict[str, Any], bytes, Callable[[int, BaseException | None], None], Any]]
-               ) -> None:
+    def _write(self, batch: list[tuple[dict[str, Any], bytes, Callable[[int, BaseException | None], None]]]) -> None:
         entries, frames = [], []
         number = self._next
-        for meta, body, _done, _carry in batch:
+        for meta, body, _done in batch:
             payload = orjson.dumps(meta) + b"\n" + body
             frames.append(_FRAME.pack(_MAGIC, len(payload), zlib.crc32(payload), number))
             frames.append(payload)
@@ -176,11 +171,8 @@ class Spool:
         self._last_written = number - 1
         self.written += len(batch)
         self.syncs += 1
-        try:
-            self.on_durable([(entry, item[3]) for entry, item in zip(entries, batch)])
-        finally:
-            for entry, item in zip(entries, batch):
-                item[2](entry.number, None)
+        for entry, (_meta, _body, done) in zip(entries, batch):
+            done(entry.number, None)
 
     def _open(self, first: int) -> None:
         self._path = self.directory / f"{first:020d}.spool"
