@@ -254,6 +254,11 @@ def serve(
             typer.echo(f"auditor serve: OTLP/HTTP on {scheme}://{host}:{port}/v1/traces and /v1/logs; "
                        f"findings at /findings, store {db or 'temporary'}"
                        f"{'' if tokens is not None else '; no --tokens: every sender may report anything'}", err=True)
+            from .serve.config import allowed_hosts, is_loopback
+
+            if not is_loopback(host) and not allow_host:
+                typer.echo(f"auditor serve: answering only Host {', '.join(sorted(allowed_hosts(host, config)))}; "
+                           "name the receiver's DNS names with --allow-host", err=True)
         from .interrupt import default_signals
 
         # The server shuts down gracefully on SIGINT/SIGTERM/SIGHUP (storing everything

@@ -170,3 +170,16 @@ def verdict(db: Path) -> tuple[int, dict]:
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.stdout, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
+
+
+def verdict_here(db: Path) -> tuple[int, str, int]:
+    """``auditor report --db``'s exit code, verdict and quarantined count, from this process (quicker)."""
+    from auditor import report
+
+    result = report(db, lock_timeout=30)
+    try:
+        return result.exit_code, result.verdict.value, result.input.quarantined
+    finally:
+        store = getattr(result, "store", None)
+        if store is not None:
+            store.close()

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from auditor.serve import load_tokens, TokensError
-from tests.serve_kit import ROOT, TOKENS, Served, auth, free_port, request, stored, tokens_file, verdict
+from tests.serve_kit import ROOT, TOKENS, Served, auth, free_port, request, stored, tokens_file, verdict, verdict_here
 
 KEY = "ledger/export/2026-07-26"
 #: A failing history sent by a worker: epoch 17 displaced at seq 2, then an unresolved stale attempt
@@ -96,9 +96,11 @@ def test_forged_records_are_refused_or_quarantined_and_never_make_a_pass(tmp_pat
                 assert status == 200 and partial(body)[0] == 1, (forged, role)
                 assert f"has the role {role}; only {' or '.join((*roles, 'any'))} may report it" in partial(body)[1]
                 quarantined += 1
-            code, doc = verdict(db)
-            assert doc["verdict"] != "pass" and code != 0, forged
-        assert doc["input"]["quarantined"] == quarantined
+            server.get("/findings")  # answers once the store holds every acknowledged record
+            code, said, counted = verdict_here(db)
+            assert said != "pass" and code != 0 and counted == quarantined, forged
+        code, doc = verdict(db)  # as an operator runs it
+        assert (code, doc["verdict"], doc["input"]["quarantined"]) == (1, "fail", quarantined)
         reasons = [r for (r,) in stored(db, "SELECT reason FROM quarantine")]
         assert len(reasons) == quarantined and all("(--tokens): not believed" in r for r in reasons)
         # The role decides: the sink's own rejection is believed (the stale attempt is now a near miss).
@@ -149,6 +151,8 @@ def test_the_sdk_exporter_sends_with_a_bearer_token_over_tls_with_a_client_certi
         no_client_cert = OTLPSpanExporter(endpoint=endpoint, certificate_file=str(cert), timeout=3,
                                           headers={"authorization": f"Bearer {TOKENS['worker']}"})
         assert no_client_cert.export(memory.get_finished_spans()) is SpanExportResult.FAILURE
+        good.shutdown()
+        no_client_cert.shutdown()
         assert sorted(f["grade"] for f in server.json("/findings")) == ["double_commit", "stale_attempt", "stale_commit"]
     assert stored(db, "SELECT count(*) FROM events") == [(5,)]
 

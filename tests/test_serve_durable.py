@@ -159,7 +159,8 @@ def test_shutdown_with_the_store_locked_keeps_the_records_and_says_so(tmp_path):
         assert holder.stdout.readline().strip() == "held"
         for trace in range(2, 6):
             assert server.post(request(events(trace), trace))[0] == 200
-        assert server.stop() == 75
+        code = server.stop()
+        assert code == 75, server.log.read_text()
         assert "Error: 200 acknowledged records are not in" in server.log.read_text()
     finally:
         holder.kill()

@@ -42,6 +42,8 @@ class _Rebuild:
                     audit._observed[key] = int(last)  # noqa: SLF001 - the core's state, rebuilt
                 feed, report = audit.detector.feed, audit._report  # noqa: SLF001
                 for event in store.iter_events():
+                    if event.seq is None:  # unplaced (SPEC revision 3): never judged, never fed
+                        continue
                     self.events += 1
                     found = feed(event)
                     if found:

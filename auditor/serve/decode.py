@@ -23,8 +23,11 @@ from typing import Any
 import orjson
 
 from ..ingest.otlp import request_records
+from ..otel.otlp_proto import log_records, trace_records
+from ..store_typed import prepare as split_ahead
 from ..vocabulary import vocabulary_of
 from .evidence import screen
+from .lenient import lenient_records
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -90,8 +93,6 @@ def decode_request(signal: str, body: bytes, content_type: str, encoding: str, l
     records, refused = screen(records, roles, max_key_bytes, _vocabulary(vocabulary), what)
     reasons += refused
     if prepare and records:
-        from ..store_typed import prepare as split_ahead
-
         return "ok", PackedRecords(records), reasons, split_ahead(records)
     return "ok", records, reasons, None
 
@@ -101,15 +102,11 @@ def _decode(signal: str, body: bytes, ctype: str) -> tuple[list[dict[str, Any]],
         return _decode_json(body)
     from google.protobuf.message import DecodeError
 
-    from ..otel.otlp_proto import log_records, trace_records
-
     reasons: list[str] = []
     try:
         return (trace_records(body, reasons) if signal == "traces" else log_records(body, reasons)), reasons
     except DecodeError:
         pass
-    from .lenient import lenient_records
-
     try:
         return lenient_records(signal, body)
     except DecodeError:

@@ -14,6 +14,9 @@ import sys
 import threading
 import time
 
+from ..store_typed import prepare
+from .decode import JSON, PROTOBUF, error, success
+
 
 def decoder_pool(workers: int):
     """``workers`` spawned decoder processes, warmed up (imports done) before the port opens."""
@@ -73,17 +76,13 @@ def warm_up(store: bool = True) -> None:
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest  # noqa: F401
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: F401
 
-    from ..otel.otlp_proto import log_records, trace_records  # noqa: F401
-    from ..store_typed import prepare
-    from .decode import JSON, PROTOBUF, error, success
-
     prepare([{"workflow_key": "k", "kind": "progress", "epoch": 1, "seq": 1}])  # pyarrow's first table
     for signal in ("traces", "logs"):
         for ctype in (PROTOBUF, JSON):
             success(signal, ctype, 1, "")
     error(PROTOBUF, "")
     if store:
-        from ..store import Store
+        from ..store import Store  # here: the decoder processes import this module, DuckDB stays out of them
 
         with Store() as s:  # the modules the store writer imports on first use (a second of GIL)
             s.append_records("warm-up", [(1, {"workflow_key": "k", "kind": "progress", "epoch": 1, "seq": 1,

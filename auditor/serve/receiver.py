@@ -25,6 +25,11 @@ from typing import Any
 
 import orjson
 
+from .. import report
+from ..errors import NoEvents, StoreLocked
+from ..otel.metrics import _version
+from ..render.json import render_json
+from ..vocabulary import vocabulary_of
 from .audit import RecordAudit
 from .auth import ANY
 from .config import ServeConfig
@@ -51,8 +56,6 @@ class Receiver:
             self.db = Path(config.db)
         self.spool_dir = Path(config.spool) if config.spool else self.db.with_name(self.db.name + ".spool")
         self._vocab_path = None if config.vocabulary is None else str(config.vocabulary)
-        from ..vocabulary import vocabulary_of
-
         self._vocabulary = vocabulary_of(config.vocabulary)
         self.records = self.refused = self.bad_items = self.refused_requests = 0
         self._lock = threading.Lock()
@@ -97,8 +100,6 @@ class Receiver:
                 keeper.put(item)
             left = keeper.close(self.config.store_wait)
             if left or keeper.stored_number < todo[-1].number:
-                from ..errors import StoreLocked
-
                 raise StoreLocked(f"{self.db}: the store could not be written within {self.config.store_wait:g} s; "
                                   f"the spool {self.spool_dir} keeps every acknowledged request; run again once "
                                   "the store is free")
@@ -119,8 +120,6 @@ class Receiver:
 
     def _meters(self) -> None:
         from opentelemetry.metrics import get_meter_provider
-
-        from ..otel.metrics import _version
 
         meter = get_meter_provider().get_meter("auditor.serve", _version())
         self._requests = meter.create_counter("auditor.serve.requests", unit="{request}",
@@ -267,10 +266,6 @@ class Receiver:
 
     def document_list(self, key: str) -> bytes:
         """``key`` ("findings" or "incidents") of the batch audit of everything acknowledged so far."""
-        from .. import report
-        from ..errors import NoEvents
-        from ..render.json import render_json
-
         self.keeper.drain(self.config.store_wait)
         try:
             result = report(self.db, lock_timeout=self.config.store_wait)

@@ -29,87 +29,100 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _logger = logging.getLogger("auditor.serve")
 
 
-def _bounded_protocol(max_header_bytes: int, idle_timeout: float):
-    """uvicorn's httptools protocol with a header size bound and a header deadline; None without httptools."""
-    try:
-        import httptools
-        from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
-    except ImportError:
-        return None
+try:  # uvicorn parses with httptools when it is installed (the serve extra brings it)
+    import httptools
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+except ImportError:  # pragma: no cover - h11 then, with its own header bound
+    httptools = None
+    HttpToolsProtocol = object
 
-    class _TooLarge(Exception):
-        pass
 
-    class BoundedHttpTools(HttpToolsProtocol):
-        def connection_made(self, transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._head, self._deadline, self._too_large = 0, None, False
-            self._arm()
+class _TooLarge(Exception):
+    pass
 
-        def connection_lost(self, exc) -> None:
-            self._disarm()
-            super().connection_lost(exc)
 
-        def _arm(self) -> None:
-            self._disarm()
-            self._deadline = self.loop.call_later(idle_timeout, self._expired)
+class BoundedHttpTools(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a bound on the request line and headers and a deadline
+    for them; ``max_header_bytes`` and ``idle_timeout`` are set per server (``_bounded_protocol``)."""
 
-        def _disarm(self) -> None:
-            if self._deadline is not None:
-                self._deadline.cancel()
-                self._deadline = None
+    max_header_bytes = 64 << 10
+    idle_timeout = 15.0
 
-        def _expired(self) -> None:
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head, self._deadline, self._too_large = 0, None, False
+        self._arm()
+
+    def connection_lost(self, exc) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(self.idle_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
             self._deadline = None
-            if not self.transport.is_closing():
-                self._refuse(408, "request headers not received in time")
 
-        def _refuse(self, status: int, message: str) -> None:
-            body = message.encode("ascii")
-            self.transport.write(b"".join([STATUS_LINE[status], b"content-type: text/plain; charset=utf-8\r\n",
-                                           b"content-length: ", str(len(body)).encode(), b"\r\n",
-                                           b"connection: close\r\n\r\n", body]))
-            self.transport.close()
+    def _expired(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self._refuse(408, "request headers not received in time")
 
-        def _count(self, n: int) -> None:
-            self._head += n
-            if self._head > max_header_bytes:
-                self._too_large = True
-                raise _TooLarge()
+    def _refuse(self, status: int, message: str) -> None:
+        body = message.encode("ascii")
+        self.transport.write(b"".join([STATUS_LINE[status], b"content-type: text/plain; charset=utf-8\r\n",
+                                       b"content-length: ", str(len(body)).encode(), b"\r\n",
+                                       b"connection: close\r\n\r\n", body]))
+        self.transport.close()
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._head = 0
-            self._arm()
+    def _count(self, n: int) -> None:
+        self._head += n
+        if self._head > self.max_header_bytes:
+            self._too_large = True
+            raise _TooLarge()
 
-        def on_url(self, url: bytes) -> None:
-            self._count(len(url))
-            super().on_url(url)
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head = 0
+        self._arm()
 
-        def on_header(self, name: bytes, value: bytes) -> None:
-            self._count(len(name) + len(value) + 4)
-            super().on_header(name, value)
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
 
-        def on_headers_complete(self) -> None:
-            self._disarm()
-            super().on_headers_complete()
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
 
-        def data_received(self, data: bytes) -> None:
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def data_received(self, data: bytes) -> None:
+        if self._too_large:
+            return
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(400, "upgrades are not supported")
+        except httptools.HttpParserError:
             if self._too_large:
-                return
-            self._unset_keepalive_if_required()
-            try:
-                self.parser.feed_data(data)
-            except httptools.HttpParserUpgrade:
-                self._refuse(400, "upgrades are not supported")
-            except httptools.HttpParserError:
-                if self._too_large:
-                    self._disarm()
-                    self._refuse(431, f"request headers over {max_header_bytes} bytes")
-                else:
-                    self._refuse(400, "invalid HTTP request")
+                self._disarm()
+                self._refuse(431, f"request headers over {self.max_header_bytes} bytes")
+            else:
+                self._refuse(400, "invalid HTTP request")
 
-    return BoundedHttpTools
+
+def _bounded_protocol(max_header_bytes: int, idle_timeout: float):
+    """``BoundedHttpTools`` with these bounds; None without httptools."""
+    if httptools is None:
+        return None
+    return type("BoundedHttpTools", (BoundedHttpTools,), {"max_header_bytes": max_header_bytes,
+                                                          "idle_timeout": idle_timeout})
 
 
 class _Server(uvicorn.Server):
