@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from auditor.serve import Receiver, ServeConfig
 from tests.serve_kit import Served, request
 
 A, B, C = "tenant-a/export", "tenant-b/export", "tenant-c/export"
@@ -71,3 +72,22 @@ def test_a_restart_mid_incident_gives_one_alert_per_incident(tmp_path):
     assert alerts(third) == Counter()
     assert alerts(first, second, third) == Counter({(A, "stale_commit"): 1, (B, "stale_commit"): 1,
                                                     (C, "stale_attempt"): 1, (C, "rejected_attempt"): 1})
+
+
+def test_a_restart_over_keys_with_and_without_seq_rebuilds_the_detector(tmp_path):
+    """A key with a seq-less event beside its seqs, and a key with no seq at all: the restarted
+    receiver feeds both to its detector and numbers the second one on from its last position."""
+    db = tmp_path / "mixed.duckdb"
+    events = on(A, TAKEOVER + [{"kind": "progress", "epoch": 1, "worker": "old"}]) + on(
+        B, [{"kind": "lease_acquired", "epoch": 1, "worker": "w"}, {"kind": "progress", "epoch": 1, "worker": "w"}])
+    first = Receiver(ServeConfig(db=db))
+    try:
+        assert first.accept("traces", request(events, 1), "application/x-protobuf", "")[0] == 200
+    finally:
+        first.close()
+    again = Receiver(ServeConfig(db=db))
+    try:
+        assert B in again.audit._observed and A not in again.audit._observed  # noqa: SLF001
+        assert set(again.audit.detector._keys) == {A, B}  # noqa: SLF001
+    finally:
+        again.close()

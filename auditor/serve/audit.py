@@ -38,8 +38,7 @@ class _Rebuild:
         try:
             with Store(self.db, lock_timeout=self.wait) as store:
                 audit.known_alerts(store.con.execute(SQL["alerts"]).fetchall())
-                for key, last in store.con.execute(SQL["observed_keys"]).fetchall():
-                    audit._observed[key] = int(last)  # noqa: SLF001 - the core's state, rebuilt
+                audit.observed_from(store.con.execute(SQL["observed_keys"]).fetchall())
                 feed, report = audit.detector.feed, audit._report  # noqa: SLF001
                 for event in store.iter_events():
                     if event.seq is None:  # unplaced (SPEC revision 3): never judged, never fed
@@ -83,6 +82,18 @@ class RecordAudit(LiveAudit):
                 self._alerted[incident] = rank
             self._alerted_at[(key, seq)] = grade
         self._trim()
+
+    def observed_from(self, rows: list[tuple[str, int]]) -> None:
+        """The keys the store orders by observation, ``(key, last place)``: the live audit keeps
+        numbering them from there. The core keeps them as a dict of last places (SPEC revision 2)
+        or as a set beside one arrival count (revision 3); both are filled."""
+        observed = self._observed
+        for key, last in rows:
+            if isinstance(observed, dict):
+                observed[key] = int(last)
+            else:
+                observed.add(key)
+                self._arrivals = max(getattr(self, "_arrivals", 0), int(last))
 
     def _records_of(self, item: Any) -> list[dict[str, Any]]:
         if isinstance(item, _Rebuild):

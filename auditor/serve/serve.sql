@@ -27,5 +27,6 @@ INSERT INTO serve_alerts (incident_id, finding_id, grade, workflow_key, seq) VAL
 SELECT incident_id, grade, workflow_key, seq FROM serve_alerts ORDER BY alerted_at, rowid;
 
 -- name: observed_keys
--- Keys ordered by observation (a seq missing): the live audit keeps numbering them from their last.
-SELECT workflow_key, max(ord) FROM events WHERE seq IS NULL GROUP BY workflow_key;
+-- Keys ordered by observation (no event with a seq): the live audit keeps numbering them from
+-- their last. A key with some seq is ordered by it (SPEC revision 3), whatever its seq-less events.
+SELECT workflow_key, max(ord) FROM events GROUP BY workflow_key HAVING count(seq) = 0 AND max(ord) IS NOT NULL;
