@@ -8,6 +8,7 @@ is ``otel:<trace>:<span>:span``); ``post`` sends bytes as they are (``http.clien
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import json
 import os
@@ -25,6 +26,18 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = {"worker": "w" * 24, "sink": "s" * 24, "coordinator": "c" * 24, "verifier": "v" * 24,
           "reader": "r" * 24, "any": "a" * 24}
+
+
+_STARTED: list[subprocess.Popen] = []
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    """A test that failed half way leaves no server behind (each ended by its own process id)."""
+    for proc in _STARTED:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
 
 
 def free_port() -> int:
@@ -82,10 +95,12 @@ class Served:
     def start(self, timeout: float = 60.0) -> "Served":
         self.port = free_port()
         self.log = self.tmp / f"serve-{self.port}.log"
+        assert self.proc is None or self.proc.poll() is not None, "this server is running already"
         with open(self.log, "wb") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "auditor", "serve", "--host", self.host, "--port",
                                           str(self.port), "--db", str(self.db), "-q", *self.args],
                                          cwd=ROOT, stderr=err, stdout=subprocess.DEVNULL)
+        _STARTED.append(self.proc)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -136,7 +136,7 @@ def test_the_sdk_exporter_sends_with_a_bearer_token_over_tls_with_a_client_certi
             "--tls-client-ca", str(cert)]
     server = Served(tmp_path, db, *args, tls=cert)
     server.connection = _with_client_cert(server, cert, key)
-    with server.start():
+    with server:
         memory = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(memory))
