@@ -260,7 +260,7 @@ def test_a_decoded_request_mixing_typed_and_checked_records_audits_as_the_batch(
     batch audit of the store agree."""
     import pickle
 
-    from auditor.serve import JSON, decode_request
+    from auditor.serve.decode import JSON, decode_request
 
     events = [("lease_acquired", [_kv("ownership.epoch", 1), _kv("ownership.seq", 1), _kv("ownership.worker", "a")]),
               ("lease_acquired", [_kv("ownership.epoch", "2"), _kv("ownership.seq", 3), _kv("ownership.worker", "b")]),
@@ -277,13 +277,13 @@ def test_a_decoded_request_mixing_typed_and_checked_records_audits_as_the_batch(
          "attributes": [_kv("ownership.workflow_key", "mixed")],
          "events": [{"name": "ownership." + kind, "timeUnixNano": str(1_790_000_000_000_000_000 + i),
                      "attributes": attrs} for i, (kind, attrs) in enumerate(events)]}]}]}]}
-    decoded = pickle.loads(pickle.dumps(decode_request("traces", json.dumps(body).encode(), JSON, "", 1 << 20,
-                                                       prepare=True)))
+    raw = json.dumps(body).encode()
+    decoded = pickle.loads(pickle.dumps(decode_request("traces", raw, JSON, "", 1 << 20, prepare=True)))
     prepared = decoded[3]
     assert prepared.typed.num_rows == 4 and len(prepared.rest) == 3  # both ways are taken
     r = Receiver(ServeConfig(db=tmp_path / "m.duckdb"))
     try:
-        assert r._admit("traces", JSON, decoded)[0] == 200  # noqa: SLF001 - the decoder's hand-off
+        assert r.admit("traces", decoded, raw, JSON, "")[0] == 200  # the decoder's hand-off
         assert r.audit.force_flush()
         live = sorted((f.grade.value, f.workflow_key, f.seq) for f in r.audit.findings)
         assert r.audit.unmapped == 0

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from auditor.serve import JSON, PROTOBUF, _decode
+from auditor.serve.decode import JSON, PROTOBUF, _decode
 from auditor.store import Store
 from auditor.store.typed import prepare, split
 
