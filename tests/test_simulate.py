@@ -23,7 +23,8 @@ from auditor.simulate import (
     run_cli,
     simulate,
 )
-from auditor.simulate.world import Run, World
+from auditor.simulate.world import World
+from auditor.simulate.parts import Run
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 MODES = [m.value for m in Mode]
