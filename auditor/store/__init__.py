@@ -73,6 +73,7 @@ class Store(Appending, Accounting):
         self._private: str | None = None  # see private_path
         if self.path is not None:
             refuse_foreign(self.path)
+        self.read_only = read_only
         self.con = self._connect(lock_timeout, read_only)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(QUIET)

@@ -196,9 +196,9 @@ FROM picked f JOIN events e ON e.obs = f.obs;
 
 -- name: scratch
 -- The tables explain reads as streams, each through its own cursor, sit in a database of their
--- own: a cursor is a connection of its own, and cannot see another connection's temp tables. A
--- file ($1, the store's own private path), since a store opened read-only may attach no
--- in-memory database; writable whatever the store is.
+-- own: a cursor is a connection of its own, and cannot see another connection's temp tables. $1
+-- is a file in the store's own private directory, or ':memory:' for a store opened read-only
+-- (``detect``); READ_WRITE whatever the store is.
 ATTACH IF NOT EXISTS $1 AS auditor_detect (READ_WRITE);
 
 -- name: finding_rows
