@@ -126,6 +126,7 @@ def test_finding_and_incident_ids_are_stable_ids(key, grade, position, displaced
     assert finding_id("ledger/export/2026-07-26", Grade.STALE_COMMIT, 8) == "f-e92bb6ea709bd1e2"
 
 
+@pytest.mark.slow
 def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
     """detect builds findings with model.build_finding (the slots' setters, not a frozen
     __init__): every finding of the fixtures comes out equal, field for field, and defaults apply."""
