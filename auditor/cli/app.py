@@ -11,13 +11,16 @@ more lines were lost than --allow-quarantined accepts, so a pass cannot be claim
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from .options import (BY, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT,
                       Reporting, check_outputs, choice, errors, fail, input_format, progress_bar, reporting,
                       step)
+
+if TYPE_CHECKING:
+    from ..serve import ServeConfig
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -251,15 +254,7 @@ def serve(
         except ServeRefused as e:
             raise fail(str(e)) from None
         if not quiet:
-            scheme = "https" if tls_cert is not None else "http"
-            typer.echo(f"auditor serve: OTLP/HTTP on {scheme}://{host}:{port}/v1/traces and /v1/logs; "
-                       f"findings at /findings, store {db or 'temporary'}"
-                       f"{'' if tokens is not None else '; no --tokens: every sender may report anything'}", err=True)
-            from ..serve.config import allowed_hosts, is_loopback
-
-            if not is_loopback(host) and not allow_host:
-                typer.echo(f"auditor serve: answering only Host {', '.join(sorted(allowed_hosts(host, config)))}; "
-                           "name the receiver's DNS names with --allow-host", err=True)
+            _announce(host, port, config, allow_host)
         from ..core.interrupt import default_signals
 
         # The server shuts down gracefully on SIGINT/SIGTERM/SIGHUP (storing everything
@@ -270,6 +265,19 @@ def serve(
         typer.echo(f"Error: {leftover} acknowledged records are not in {db} yet (the store stayed locked); "
                    "they are kept in its spool and appended at the next start", err=True)
         raise typer.Exit(code=75)
+
+
+def _announce(host: str, port: int, config: "ServeConfig", allow_host: list[str] | None) -> None:
+    """Where the receiver listens and what it answers, on standard error."""
+    from ..serve.config import allowed_hosts, is_loopback
+
+    scheme = "https" if config.tls_cert is not None else "http"
+    typer.echo(f"auditor serve: OTLP/HTTP on {scheme}://{host}:{port}/v1/traces and /v1/logs; "
+               f"findings at /findings, store {config.db or 'temporary'}"
+               f"{'' if config.tokens is not None else '; no --tokens: every sender may report anything'}", err=True)
+    if not is_loopback(host) and not allow_host:
+        typer.echo(f"auditor serve: answering only Host {', '.join(sorted(allowed_hosts(host, config)))}; "
+                   "name the receiver's DNS names with --allow-host", err=True)
 
 
 def main() -> None:

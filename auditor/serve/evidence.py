@@ -42,7 +42,7 @@ def restricted(rec: dict[str, Any], vocabulary: Vocabulary = DEFAULT) -> str | N
     if vocabulary is DEFAULT and type(kind) is str:
         if kind in _FREE:
             return None
-        if kind == "effect_attempted":
+        if kind == "effect_attempted" and not any(_spells_sink_result(k) for k in rec if k != "sink_result"):
             result = rec.get("sink_result")
             if result is None:
                 return None
@@ -57,6 +57,12 @@ def restricted(rec: dict[str, Any], vocabulary: Vocabulary = DEFAULT) -> str | N
     if out["kind"] == "effect_attempted":
         return "rejection" if out["sink_result"] == "rejected" else None
     return out["kind"] if out["kind"] in RESTRICTED else None
+
+
+def _spells_sink_result(name: Any) -> bool:
+    """Another spelling of ``sink_result`` (``Sink_Result``, ``sinkResult``): the normalizer reads
+    it as the field, so the shortcut above must not decide without it."""
+    return type(name) is str and name.replace("_", "").lower() == "sinkresult"
 
 
 def _too_long(rec: dict[str, Any], max_key_bytes: int) -> str | None:
