@@ -15,13 +15,16 @@ of an error shows its ``Error:`` line.
 
 Markers, an HTML comment on the line before a block (invisible on the rendered page):
 
-- ``<!-- slow: why -->``: the block is ``@pytest.mark.slow`` (a simulated run, a Spark session);
-  a block with ``--engine spark`` is slow whether marked or not, and skipped without pyspark or Java;
+- ``<!-- slow: why -->``: the block takes long even among the console examples (a simulated run, a
+  Spark session), which are all ``@pytest.mark.slow`` (each line is a real subprocess); a block with
+  ``--engine spark`` needs Spark whether marked or not, and is skipped without pyspark or Java
+  (outside CI: with the environment variable ``CI`` set, as ``.ci/run`` sets it, it fails instead);
 - ``<!-- not run: why -->``: required before a ```` ```text ```` block that holds ``$ auditor`` lines
   (a server that runs until stopped, a cluster): those are never run;
 - ``<!-- file: PATH -->``: the block's text is the file PATH (relative to the page), byte for byte.
 
-A ```` ```pycon ```` block is a doctest, run in this process from the repository root.
+A ```` ```pycon ```` block is a doctest, run in this process from the repository root; the blocks of
+one page share one namespace, top to bottom.
 
 Every relative link in the pages names a file that exists inside the repository, and every
 ``#anchor`` a heading of its page.
@@ -50,7 +53,7 @@ PROMPT = re.compile(r"^\$ (auditor|\.venv/bin/auditor|python)( |$)")
 EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^`\s]*)")
 MARKER = re.compile(r"^<!--\s*(slow|not run|file):\s*(.+?)\s*-->$")
-#: One command's budget: the slowest non-slow example takes a few seconds.
+#: One command's budget: most examples take a few seconds, a simulated run or a Spark session minutes.
 TIMEOUT = 300
 
 
@@ -69,10 +72,6 @@ class Block:
     @property
     def is_console(self) -> bool:
         return self.info != "text" and any(PROMPT.match(line) for line in self.lines)
-
-    @property
-    def slow(self) -> bool:
-        return "slow" in self.markers or self.needs_spark
 
     @property
     def needs_spark(self) -> bool:
@@ -139,8 +138,10 @@ CONSOLE = [b for b in ALL if b.is_console]
 
 
 def _param(block: Block):
-    marks = [pytest.mark.slow] if block.slow else []
-    return pytest.param(block, id=block.where, marks=marks)
+    # Every console example is slow: each ``$`` line starts the real command line in a subprocess
+    # (about 40 s for the pages' examples together, minutes with the Spark and simulator ones), so
+    # ``pytest -m "not slow"`` keeps only the link, file, Python and front-door checks (a few seconds).
+    return pytest.param(block, id=block.where, marks=[pytest.mark.slow])
 
 
 def matches(expected: list[str], actual: list[str]) -> bool:
@@ -160,12 +161,17 @@ def matches(expected: list[str], actual: list[str]) -> bool:
 
 @pytest.fixture(scope="module")
 def spark_ready():
+    why = None
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        pytest.skip("the spark extra is not installed")
-    if shutil.which("java") is None:
-        pytest.skip("no Java runtime: Spark needs Java 17 or newer")
+        why = "the spark extra is not installed"
+    if why is None and shutil.which("java") is None:
+        why = "no Java runtime: Spark needs Java 17 or newer"
+    if why and os.environ.get("CI"):  # in CI a missing Java is a failure, never a silent skip
+        pytest.fail(why, pytrace=False)
+    if why:
+        pytest.skip(why)
 
 
 def workdir(tmp: Path) -> dict[str, str]:
@@ -233,13 +239,18 @@ def test_a_block_that_shows_a_file_is_that_file(block: Block):
         f"{block.where} differs from {path.relative_to(ROOT)}")
 
 
-@pytest.mark.parametrize("block", [pytest.param(b, id=b.where) for b in ALL if b.info == "pycon"])
-def test_python_example(block: Block, monkeypatch):
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.info == "pycon" for b in blocks(p))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_python_examples(page: Path, monkeypatch):
+    """A page's pycon blocks, top to bottom, share one namespace, as a reader reads them."""
     monkeypatch.chdir(ROOT)
-    test = doctest.DocTestParser().get_doctest("\n".join(block.lines) + "\n", {}, block.where, str(block.page),
-                                               block.line)
+    names: dict = {}
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    runner.run(test, out=lambda text: pytest.fail(f"{block.where}:\n{text}"))
+    for block in (b for b in blocks(page) if b.info == "pycon"):
+        test = doctest.DocTestParser().get_doctest("\n".join(block.lines) + "\n", names, block.where,
+                                                   str(block.page), block.line)
+        runner.run(test, out=lambda text, where=block.where: pytest.fail(f"{where}:\n{text}"), clear_globs=False)
+        names = test.globs
     assert runner.failures == 0 and runner.tries > 0
 
 
