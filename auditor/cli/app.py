@@ -228,20 +228,9 @@ def serve(
 
     A request is answered 200 only once it is on disk (an fsynced spool beside --db, replayed at start)."""
     with errors():
-        try:
-            from ..serve import Receiver, ServeConfig, ServeRefused, check_exposure, load_tokens, serve as run  # noqa: F401
-            import starlette  # noqa: F401
-            import uvicorn  # noqa: F401
-        except ImportError as e:
-            raise fail(f"serve needs the 'serve' extra ({e.name} is missing): pip install 'split-brain-auditor[serve]'")
-        if vocabulary is not None:
-            from ..normalize.vocabulary import vocabulary_of
+        by = _before_binding(vocabulary, by)
+        from ..serve import ServeConfig, ServeRefused, check_exposure, load_tokens, serve as run
 
-            vocabulary_of(vocabulary)  # a bad --map file is an error before the port is bound
-        if by:
-            from ..detect.lease.batch import check_options
-
-            by = check_options(by, 1)  # a bad --by is an error before the port is bound, too
         config = ServeConfig(
             db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20, decoders=decoders,
             lease_by=tuple(by) if by else None, tokens=load_tokens(tokens) if tokens is not None else None,
@@ -265,6 +254,25 @@ def serve(
         typer.echo(f"Error: {leftover} acknowledged records are not in {db} yet (the store stayed locked); "
                    "they are kept in its spool and appended at the next start", err=True)
         raise typer.Exit(code=75)
+
+
+def _before_binding(vocabulary: Optional[Path], by: Optional[list[str]]) -> Optional[list[str]]:
+    """What must fail before the port is bound: a missing 'serve' extra, a bad --map file, a bad --by."""
+    try:
+        from ..serve import Receiver  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:
+        raise fail(f"serve needs the 'serve' extra ({e.name} is missing): pip install 'split-brain-auditor[serve]'")
+    if vocabulary is not None:
+        from ..normalize.vocabulary import vocabulary_of
+
+        vocabulary_of(vocabulary)
+    if by:
+        from ..detect.lease.batch import check_options
+
+        by = check_options(by, 1)
+    return by
 
 
 def _announce(host: str, port: int, config: "ServeConfig", allow_host: list[str] | None) -> None:
