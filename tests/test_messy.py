@@ -192,8 +192,8 @@ def test_unmapped_job_log_names_map_then_map_reads_it():
     ('[fields]\ntoken = "seq"\n', '2: [fields] token = "seq": "token" already means "epoch"; remove this line'),
     ('[kinds]\nprogress = "lease_acquired"\n',
      '2: [kinds] progress = "lease_acquired": "progress" already means "progress"; remove this line'),
-    ("[aliases]\n", '1: unknown table [aliases]; a vocabulary file has [kinds] and [fields] tables, or '
-                    'name = "canonical name" entries at the top'),
+    ("[aliases]\n", '1: unknown table [aliases]; a vocabulary file has [fields], [kinds], [kind_patterns] and '
+                    '[ignore] tables, or name = "canonical name" entries at the top'),
     ("kinds = 1\n", "1: kinds is not a table; write [kinds] on its own line"),
     # SPEC rev 3: two entries that give one value two kinds, and a top-level entry that maps onto nothing
     ('[kinds]\n"Claimed job" = "lease_acquired"\n# the same value, another case\n"claimed job" = "progress"\n',
