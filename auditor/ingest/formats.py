@@ -72,6 +72,18 @@ def _read_otlp(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Pr
     return otlp_chunks(source, progress)
 
 
+def _read_logfmt(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None") -> Iterator[Any]:
+    from .logfmt import logfmt_chunks
+
+    return logfmt_chunks(source, progress)
+
+
+def _is_logfmt(head: bytes) -> bool:
+    from .logfmt import looks_like_logfmt
+
+    return looks_like_logfmt(head)
+
+
 def _is_framed(first: bytes) -> bool:
     from .otlp import is_framed
 
@@ -92,12 +104,14 @@ def _is_jsonl(head: bytes) -> bool:
 
 
 #: As ``--format`` lists them, which is also the order content is tested in: first the formats whose
-#: content overrides a file's name (a Parquet magic, an OTLP export request), then, for a file whose
+#: content overrides a file's name (a Parquet magic, logfmt lines, an OTLP export request), then, for a file whose
 #: name says nothing, the others (the first that recognises the head wins; CSV takes the rest).
 FORMATS: tuple[Format, ...] = (
     Format("jsonl", (".jsonl", ".ndjson", ".json", ".log"), _is_jsonl, _read_jsonl, read_ahead=True),
     Format("csv", (".csv",), lambda head: True, _read_csv),
     Format("parquet", (".parquet", ".pq"), _is_parquet, _read_parquet, overrides=("*",)),
+    # key=value lines: a .log (or .jsonl) file whose first lines are logfmt is read as logfmt
+    Format("logfmt", (".logfmt",), _is_logfmt, _read_logfmt, overrides=("jsonl",), read_ahead=True),
     # the Collector's zstd layout is recognised by its size prefix, before any decompression
     Format("otlp", (), _is_otlp, _read_otlp, overrides=("jsonl",), raw=_is_framed),
 )
