@@ -5,6 +5,7 @@ summary and the HTML context say the same thing the same way ("1 file", "6,865 i
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from ..core.model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
@@ -140,6 +141,19 @@ def accounting(inp: "InputSummary") -> str:
     if inp.unplaced:
         text += f" ({num(inp.unplaced)} of the events unplaced: no seq in a key ordered by seq)"
     return text
+
+
+def ignored_entries(inp: "InputSummary", samples: int = 3) -> list[str]:
+    """One line per ``[ignore]`` entry that matched (SPEC rev 3: nothing hides behind one):
+    ``1,500 ignored by [ignore] kind_patterns '^GET /' (first app.jsonl:2; "GET /healthz 200", ...)``,
+    raw text."""
+    out = []
+    for e in inp.ignore:
+        entry = f"'{e.entry}'" if e.table == "kind_patterns" else json.dumps(e.entry, ensure_ascii=False)
+        shown = ", ".join(json.dumps(v[:60], ensure_ascii=False) for v in e.samples[:samples])
+        more = ", ..." if len(e.samples) > samples else ""
+        out.append(f"{num(e.lines)} ignored by [ignore] {e.table} {entry} (first {e.file}:{e.line}; {shown}{more})")
+    return out
 
 
 def lost_head(result: "AuditResult") -> str:

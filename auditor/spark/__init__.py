@@ -35,6 +35,7 @@ timelines come with the result). pyspark is an optional extra (``pip install
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -195,7 +196,7 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
     try:
         meta = s1.filter(s1.tag != "e").select(
             "tag", "source_id", "name", "line", "reason", "lines_read", "normalized", "quarantined",
-            "seconds", "message", "ts_us").collect()
+            "ignored", "obs", "seconds", "message", "ts_us").collect()
         failed = sorted((r for r in meta if r.tag == "x"), key=lambda r: r.source_id)
         if failed:  # the single-node audit stops at the first file it cannot read
             raise _error(failed[0].reason, failed[0].message)
@@ -237,7 +238,8 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         summary = InputSummary(
             files=list(dict.fromkeys(names.values())), lines_read=sum(r.lines_read for r in files),
             events=events, duplicates=sum(r.normalized for r in files) - events,
-            quarantined=sum(r.quarantined for r in files), unplaced=sum(unplaced.values()),
+            quarantined=sum(r.quarantined for r in files), ignored=sum(r.ignored or 0 for r in files),
+            ignore=_ignored(meta, names), unplaced=sum(unplaced.values()),
             quarantine=quarantine, unplaced_first=[UnplacedLine(*r[:4]) for r in first[:tasks.QUARANTINE_FIRST]],
             skipped=skipped)
         check_events(summary)
@@ -281,6 +283,15 @@ def _merge(rows: list, stats: SparkStats) -> tuple[Explained, dict[str, list]]:
             items.sort(key=_workflow_key)
     stats.partitions.sort()
     return Explained(**merged), read
+
+
+def _ignored(meta: list, names: dict[int, str]) -> list:
+    """The [ignore] entries of the whole input from the files' rows (tag i), merged as
+    ``Store.input_summary`` merges them on one machine."""
+    from ..store.ignored import summarize
+
+    rows = sorted((r for r in meta if r.tag == "i"), key=lambda r: r.obs)
+    return summarize((r.name, r.reason, r.ignored, names[r.source_id], r.line, json.loads(r.message)) for r in rows)
 
 
 def _malformed(parts: list[list[tuple]]) -> list[Diagnostic]:

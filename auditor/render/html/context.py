@@ -47,6 +47,17 @@ class Quarantined:
 
 
 @dataclass(frozen=True, slots=True)
+class Ignored:
+    """One [ignore] entry that matched lines (SPEC rev 3): which, how many, the first, some values."""
+
+    entry: str  # as the vocabulary writes it: [ignore] kind_patterns '^GET /'
+    lines: str
+    file: str
+    line: int
+    samples: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class InputView:
     files: list[str]
     lines_read: str  # numbers are preformatted with thousands separators
@@ -58,6 +69,7 @@ class InputView:
     ordering: str  # "authoritative", "observed" or "mixed"
     quarantine: list[Quarantined]  # the first quarantined lines, in file order
     quarantine_more: int  # quarantined lines not listed
+    ignore: list[Ignored]  # per [ignore] entry that matched, in the order first seen
 
 
 
@@ -246,7 +258,9 @@ def build_context(result: AuditResult) -> ReportContext:
             ignored=_num(inp.ignored) if inp.ignored else "", unplaced=_num(inp.unplaced) if inp.unplaced else "",
             ordering=result.ordering,
             quarantine=[Quarantined(q.file, q.line, q.reason) for q in inp.quarantine],
-            quarantine_more=max(0, inp.quarantined - len(inp.quarantine))),
+            quarantine_more=max(0, inp.quarantined - len(inp.quarantine)),
+            ignore=[Ignored(f"[ignore] {e.table} " + (f"'{e.entry}'" if e.table == "kind_patterns" else f'"{e.entry}"'),
+                            _num(e.lines), e.file, e.line, list(e.samples)) for e in inp.ignore]),
         stats=[Fact("workflows", _num(summary["workflows"])),
                Fact("acquisitions", _num(summary["acquisitions"])),
                Fact("handovers", _num(summary["handovers"])),
