@@ -37,7 +37,8 @@ from ..core.model import Confidence, Event, Finding, Owner
 from ..rules import confidence as rule_confidence
 from ..store.typed import Prepared
 from ..normalize.vocabulary import DEFAULT, Vocabulary, vocabulary_of
-from .convert import MappingError, event_from_record, record_event, typed_events
+from ..normalize.reference import Ignored
+from .convert import MappingError, checked_event, event_from_record, record_event, typed_events
 from .metrics import Metrics
 from .persist import StoreWriter
 
@@ -101,6 +102,7 @@ class LiveAudit(StoreWriter, ABC):
         self._on_finding = on_finding
         self._vocabulary = vocabulary_of(vocabulary)  # a bad --map file raises here, not in a hook
         self._typed = self._vocabulary is DEFAULT  # the typed shortcuts know only the SPEC's own names
+        self._shaped = self._vocabulary.shaped  # logs as teams write them: every log record is a line
         self._log = logger or _logger
         self._db = None if db is None else os.fspath(db)
         self._max_queue_size = max_queue_size
@@ -123,6 +125,7 @@ class LiveAudit(StoreWriter, ABC):
         self.dropped_spans = 0        # queue full
         self.dropped_after_shutdown = 0
         self.unmapped = 0             # records the mapping could not turn into events
+        self.ignored = 0              # records the vocabulary's [ignore] declares irrelevant (SPEC rev 3)
         self.unplaced = 0             # events without seq on a key ordered by seq (SPEC rev 3): not fed
         self.persisted = 0            # records handed to the store
         self.persist_failures = 0     # records lost because the store failed
@@ -355,10 +358,17 @@ class LiveAudit(StoreWriter, ABC):
 
     def _admit(self, rec: dict[str, Any], now: float) -> None:
         """One record from span_records: checked, then queued for the detector."""
-        key = rec.get("workflow_key")
         try:
-            if key in self._observed or (rec.get("seq") is None and isinstance(key, str)):
-                event = event_from_record(rec, seq=0, vocabulary=self._vocabulary)
+            if self._typed:
+                key = rec.get("workflow_key")
+                observed = key in self._observed or (rec.get("seq") is None and isinstance(key, str))
+                event = event_from_record(rec, seq=0, vocabulary=self._vocabulary) if observed else None
+            else:  # a vocabulary's names: the key and the seq are known once it has read them
+                event, placed = checked_event(rec, self._vocabulary)
+                observed = event.workflow_key in self._observed or not placed
+                if not placed:
+                    event = dataclasses.replace(event, seq=0)
+            if observed:
                 key = event.workflow_key
                 if key not in self._observed and (key in self._pending or self._last_fed_seq(key) is not None):
                     # SPEC rev 3: a key ordered by seq stays so; this event is unplaced, never judged
@@ -366,8 +376,10 @@ class LiveAudit(StoreWriter, ABC):
                     return
                 self._admit_observed(key, event)
             else:
-                event = record_event(rec) if self._typed else None
-                self._admit_event(event or event_from_record(rec, vocabulary=self._vocabulary), now)
+                event = event or record_event(rec) or event_from_record(rec, vocabulary=self._vocabulary)
+                self._admit_event(event, now)
+        except Ignored:
+            self.ignored += 1  # declared irrelevant by the vocabulary: counted, never a warning
         except MappingError as e:
             self.unmapped += 1
             self._limited("auditor: ownership evidence not audited live: %s "
