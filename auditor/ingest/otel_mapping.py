@@ -121,22 +121,29 @@ def map_log(event_name: str | None, time_ns: int | None, attributes: Mapping[str
 
 
 #: The members a log record read as a log line adds to its attributes.
-BODY, TIME, INSTANCE = "body", "otel.time", "service.instance.id"
+BODY, TIME, INSTANCE, MOVED = "body", "otel.time", "service.instance.id", "otel.attributes."
 
 
 def shaped_log(time_ns: int | None, attributes: Mapping[str, Any], resource: Mapping[str, Any],
                capped: bool, body: Any = None) -> dict[str, Any]:
-    """A log record as one log line for a vocabulary to read: its attributes as members (nested
-    ``AnyValue`` maps as objects, so dotted paths reach into them), its body as the member
-    ``body`` (a string: the message, as a logging bridge writes it; a map: an object, read with
-    paths such as ``body.msg``), its time as ``otel.time`` and the resource's ``service.instance.id``
-    as that member unless an attribute gives it. Nothing is canonical until the vocabulary maps it
-    (``body = "kind"``, ``"otel.time" = "ts"``): a name the log does not choose never competes
-    with one it does."""
-    rec: dict[str, Any] = dict(attributes)
-    if body is not None:
+    """A log record as one log line for a vocabulary to read, so that one ``--map`` file reads the
+    same log from a file and from a log record. A map body is the line (what the Collector's JSON
+    parser and structured bridges send): its members are the record's members, nested maps as
+    objects; any other body is the member ``body`` (the message a logging bridge writes). The
+    attributes are members too; one that names a body member with another value is kept as
+    ``otel.attributes.<name>``. The record's time is ``otel.time`` and the resource's
+    ``service.instance.id`` that member, unless the line gives it. Nothing is canonical until the
+    vocabulary maps it (``msg = "kind"``, ``"otel.time" = "ts"``): a name the log does not choose
+    never competes with one it does."""
+    rec: dict[str, Any] = dict(body) if isinstance(body, Mapping) else {}
+    if body is not None and not isinstance(body, Mapping):
         rec[BODY] = body
-    if time_ns:
+    for k, v in attributes.items():
+        if k in rec and rec[k] != v:
+            rec[MOVED + k] = v
+        else:
+            rec[k] = v
+    if time_ns and TIME not in rec:
         rec[TIME] = rfc3339(time_ns)
     instance = resource.get(INSTANCE)
     if instance is not None and INSTANCE not in rec:
