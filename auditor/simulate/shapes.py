@@ -87,7 +87,8 @@ def _epoch_s(at: int) -> float:
 
 def zap(ev: Event, at: int) -> dict[str, Any]:
     out: dict[str, Any] = {"level": "info", "ts": _epoch_s(at), "caller": "lease/owner.go:88",
-                           "msg": _ZAP[_kind(ev)], "job": ev["workflow_key"], "rev": ev["seq"]}
+                           "msg": _ZAP.get(_kind(ev), _kind(ev).replace("_", " ")), "job": ev["workflow_key"],
+                           "rev": ev["seq"]}
     if "epoch" in ev:
         out["token"] = ev["epoch"]
     out["worker"] = ev["worker"]
@@ -95,6 +96,8 @@ def zap(ev: Event, at: int) -> dict[str, Any]:
         out["idempotencyKey"] = ev["effect_key"]
     if "sink" in ev:
         out["sink"] = ev["sink"]
+    if "step_id" in ev:
+        out["step_id"] = ev["step_id"]
     out["reporter"] = ev["reporter"]
     return out
 
