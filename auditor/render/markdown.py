@@ -57,7 +57,7 @@ def render_markdown(result: AuditResult) -> str:
         out.append("")
     out.append(f"Input: {accounting(inp)}; {plural(len(inp.files), 'file')}; ordering {result.ordering}.")
     if inp.ignore:
-        out += [""] + [f"- {text(line)}" for line in ignored_entries(inp)] + [""]
+        out += [""] + [f"- {text(line)}" for line in ignored_entries(inp, limit=20)] + [""]
     if result.scope is not None:
         out.append(f"Scope: {text(result.scope.describe())} (detection ran over every event).")
     out += [f"Workflows {num(s['workflows'])}, acquisitions {num(s['acquisitions'])}, "

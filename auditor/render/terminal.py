@@ -51,7 +51,7 @@ def summary_lines(result: AuditResult) -> list[Text]:
     out.extend(lost_lines(result))
     out.append(Text(
         f"input: {accounting(inp)}; {plural(len(inp.files), 'file')}; ordering {result.ordering}"))
-    out.extend(Text(f"  {clean(line)}") for line in ignored_entries(inp))
+    out.extend(Text(f"  {clean(line)}") for line in ignored_entries(inp, limit=5))
     if inp.skipped:
         first = inp.skipped[0]
         out.append(Text(f"skipped: {plural(len(inp.skipped), 'path')} that "

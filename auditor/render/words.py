@@ -143,16 +143,21 @@ def accounting(inp: "InputSummary") -> str:
     return text
 
 
-def ignored_entries(inp: "InputSummary", samples: int = 3) -> list[str]:
+def ignored_entries(inp: "InputSummary", samples: int = 3, limit: int | None = None) -> list[str]:
     """One line per ``[ignore]`` entry that matched (SPEC rev 3: nothing hides behind one):
     ``1,500 ignored by [ignore] kind_patterns '^GET /' (first app.jsonl:2; "GET /healthz 200", ...)``,
-    raw text."""
+    raw text; past ``limit`` entries, one line says how many more the JSON document lists."""
     out = []
-    for e in inp.ignore:
+    shown = inp.ignore if limit is None else inp.ignore[:limit]
+    for e in shown:
         entry = f"'{e.entry}'" if e.table == "kind_patterns" else json.dumps(e.entry, ensure_ascii=False)
-        shown = ", ".join(json.dumps(v[:60], ensure_ascii=False) for v in e.samples[:samples])
+        values = ", ".join(json.dumps(v[:60], ensure_ascii=False) for v in e.samples[:samples])
         more = ", ..." if len(e.samples) > samples else ""
-        out.append(f"{num(e.lines)} ignored by [ignore] {e.table} {entry} (first {e.file}:{e.line}; {shown}{more})")
+        out.append(f"{num(e.lines)} ignored by [ignore] {e.table} {entry} (first {e.file}:{e.line}; {values}{more})")
+    if len(shown) < len(inp.ignore):
+        rest = inp.ignore[len(shown):]
+        entries = plural(len(rest), "more [ignore] entry", "more [ignore] entries")
+        out.append(f"and {num(sum(e.lines for e in rest))} ignored by {entries} (the JSON document lists them)")
     return out
 
 

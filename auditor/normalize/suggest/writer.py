@@ -60,7 +60,7 @@ def _fields(s: Suggestion) -> list[str]:
     out = ["[fields]"]
     for c in s.fields:
         if c.path:
-            out.append(f'{toml_string(c.path)} = "{c.field}"  # {c.evidence}; confidence {c.confidence}')
+            out.append(f'{toml_key(c.path)} = "{c.field}"  # {c.evidence}; confidence {c.confidence}')
     as_is = []
     for c in s.fields:
         if c.as_is:
