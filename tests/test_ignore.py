@@ -188,3 +188,18 @@ def test_the_vocabulary_builds_the_fast_kinds_and_keeps_the_fast_path_off_attrs(
         store.close()
     with pytest.raises(NoEvents):
         audit([log], vocabulary=v)
+
+
+def test_the_reports_list_each_ignore_entry():
+    from auditor.render.html import render_html
+    from auditor.render.markdown import render_markdown
+
+    from .conftest import FIXTURES
+
+    name = "noisy_three_irrelevant_lines_per_evidence_line"
+    with audit([FIXTURES / f"{name}.jsonl"], vocabulary=FIXTURES / f"{name}.map.toml") as got:
+        html, markdown = render_html(got), render_markdown(got)
+    assert "64 lines read = 16 events + 0 duplicates + 0 quarantined + 48 ignored" in html
+    assert "<td><code>[ignore] kinds &#34;config reloaded&#34;</code></td><td class=\"num\">4</td>" in html
+    assert ("- 10 ignored by [ignore] kind_patterns '^metrics flushed ' (first "
+            f"{FIXTURES / name}.jsonl:3; \"metrics flushed (575 series)\"") in markdown

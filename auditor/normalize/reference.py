@@ -206,10 +206,10 @@ def normalize_line(text: str, vocabulary: Vocabulary = DEFAULT, keep_payloads: b
     an ``[ignore]`` entry matched; the store counts the line under that entry)."""
     try:
         out = normalize(parse_line(text), vocabulary, keep_payloads)
-    except Rejected as e:
-        return json.dumps({"rejected": str(e)})
     except Ignored as e:
         return json.dumps({"ignored": e.value})
+    except Rejected as e:
+        return json.dumps({"rejected": str(e)})
     attrs = out["attrs"]
     if attrs is not None:
         try:

@@ -23,10 +23,12 @@ class Rejected(ValueError):
     """A record cannot become a canonical event; ``str(e)`` is the quarantine reason."""
 
 
-class Ignored(Exception):
+class Ignored(Rejected):
     """A record whose kind an ``[ignore]`` entry declares irrelevant (SPEC rev 3): counted as
     ignored, never an event and never quarantined. ``value`` is the kind value as written and
-    ``entry`` the ``[ignore]`` entry that matched it, ``("kinds" | "kind_patterns", text)``."""
+    ``entry`` the ``[ignore]`` entry that matched it, ``("kinds" | "kind_patterns", text)``. A
+    ``Rejected`` too, so that a caller that knows only refusals never takes it for an event;
+    those that count it catch it first."""
 
     def __init__(self, value: str, entry: tuple[str, str]) -> None:
         super().__init__(value)

@@ -64,6 +64,8 @@ def checked_event(rec: dict[str, Any], vocabulary: Vocabulary = DEFAULT) -> tupl
             rec = dict(rec, attrs=copy.deepcopy(attrs))
     try:
         out = normalize(rec.items(), vocabulary)
+    except Ignored:
+        raise
     except Rejected as e:
         raise MappingError(str(e)) from None
     s = out["seq"]
