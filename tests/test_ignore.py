@@ -192,7 +192,7 @@ def test_the_vocabulary_builds_the_fast_kinds_and_keeps_the_fast_path_off_attrs(
 
 def test_the_reports_list_each_ignore_entry():
     from auditor.render.html import render_html
-    from auditor.render.markdown import render_markdown
+    from auditor.render.markdown import render_markdown, text
 
     from .conftest import FIXTURES
 
@@ -201,5 +201,6 @@ def test_the_reports_list_each_ignore_entry():
         html, markdown = render_html(got), render_markdown(got)
     assert "64 lines read = 16 events + 0 duplicates + 0 quarantined + 48 ignored" in html
     assert "<td><code>[ignore] kinds &#34;config reloaded&#34;</code></td><td class=\"num\">4</td>" in html
-    assert ("- 10 ignored by [ignore] kind_patterns '^metrics flushed ' (first "
-            f"{FIXTURES / name}.jsonl:3; \"metrics flushed (575 series)\"") in markdown
+    assert "- " + text(f"10 ignored by [ignore] kind_patterns '^metrics flushed ' (first {FIXTURES / name}.jsonl:3; "
+                       '"metrics flushed (575 series)"') in markdown
+    assert "\\[ignore\\] kind\\_patterns" in markdown  # escaped: no markup from a vocabulary
