@@ -16,8 +16,9 @@ from .core.collector import no_gc
 from .core.errors import AuditError, NoEvents, at_the_edge
 from .ingest.sources import Progress
 from .core.limits import Limits
-from .core.model import Diagnostic, Finding, Grade, Incident
-from .explain.result import AuditResult, AuditSession, WorkflowTable
+from .core.model import Diagnostic, Finding, Grade, Incident, InputSummary
+from .detect.lease.facts import LeaseHealth
+from .explain.result import AuditResult, AuditSession, WorkflowTable, narrow
 from .explain.scope import Scope
 from .store import Store
 from .normalize.vocabulary import Vocabulary
@@ -57,7 +58,6 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     from .detect.batch.timeline import excerpts
     from .explain.incidents import MAX_TIMELINE_EVENTS, drawn_keys
     from .detect.lease.batch import check_options, lease_health
-    from .explain.result import narrow
 
     by = check_options(by, heartbeat_misses)  # a bad option fails before any work
     summary = store.input_summary()
@@ -73,14 +73,24 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     # passes walk every finding, incident and summary just built (0.4 s at two million events).
     with no_gc():
         found = detect_and_explain(store)
-        result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
-                             findings=found.findings, incidents=found.incidents,
-                             diagnostics=with_conflicts(found.diagnostics, conflicts + list(health.diagnostics)),
-                             fail_on=Grade(fail_on), session=AuditSession(store),
-                             allow_quarantined=allow_quarantined, lease_health=health, unplaced=unplaced)
-        result = narrow(result, scope)
+        result = result_of(found, summary, conflicts, health, unplaced, fail_on=fail_on,
+                           allow_quarantined=allow_quarantined, scope=scope, session=AuditSession(store))
         result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
+
+
+def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagnostic], health: LeaseHealth,
+              unplaced: dict[str, int], *, fail_on: Grade | str, allow_quarantined: int, scope: Scope | None,
+              session: AuditSession, engine: str = "duckdb") -> AuditResult:
+    """The ``AuditResult`` of what detection and explanation found, with the input's accounting,
+    the diagnostics about the input (``event_id_conflict``, ``malformed_field``), lease health and
+    the unplaced events by kind, narrowed to ``scope``: one assembly for every engine."""
+    result = AuditResult(ordering=ordering_of(found.workflows), input=summary, workflows=found.workflows,
+                         findings=found.findings, incidents=found.incidents,
+                         diagnostics=with_conflicts(found.diagnostics, about_input + list(health.diagnostics)),
+                         fail_on=Grade(fail_on), session=session, allow_quarantined=allow_quarantined,
+                         lease_health=health, unplaced=unplaced, engine=engine)
+    return narrow(result, scope)
 
 
 class Explained(NamedTuple):

@@ -165,17 +165,18 @@ def _request(sender: int, batch: int, spans: int = 100, events: int = 10) -> byt
     return req.SerializeToString()
 
 
-def _sender(port: int, sender: int, requests: int, out, start) -> None:
+def _sender(port: int, sender: int, requests: int, out, start, token: str | None = None) -> None:
     import http.client
 
     bodies = [_request(sender, b) for b in range(requests)]
+    headers = {"Content-Type": "application/x-protobuf", **({"Authorization": f"Bearer {token}"} if token else {})}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     out.put("ready")
     start.wait()  # every sender posts from the same instant, the one the clock starts at
     refused = 0
     for body in bodies:
         while True:
-            conn.request("POST", "/v1/traces", body, {"Content-Type": "application/x-protobuf"})
+            conn.request("POST", "/v1/traces", body, headers)
             r = conn.getresponse()
             r.read()
             if r.status == 200:
@@ -187,8 +188,9 @@ def _sender(port: int, sender: int, requests: int, out, start) -> None:
     out.put(refused)
 
 
-def measure_serve(requests: int, decoders: int | None = None) -> dict:
-    """Two sender processes against one ``auditor serve --db`` process on 127.0.0.1."""
+def measure_serve(requests: int, decoders: int | None = None, auth: bool = False) -> dict:
+    """Two sender processes against one ``auditor serve --db`` process on 127.0.0.1; ``auth``: with
+    ``--tokens`` (each request carries a bearer token, its records screened by role)."""
     import multiprocessing
     import socket
     import subprocess
@@ -197,13 +199,19 @@ def measure_serve(requests: int, decoders: int | None = None) -> dict:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    token = "bench-" + os.urandom(16).hex() if auth else None
     with tempfile.TemporaryDirectory() as tmp:
+        tokens = Path(tmp) / "tokens"
+        tokens.write_text(f"{token} worker,reader\n" if token else "")
         server = subprocess.Popen([sys.executable, "-m", "auditor", "serve", "--port", str(port), "--db",
                                    str(Path(tmp) / "serve.duckdb"), "-q",
-                                   *([] if decoders is None else ["--decoders", str(decoders)])], cwd=ROOT)
+                                   *([] if decoders is None else ["--decoders", str(decoders)]),
+                                   *(["--tokens", str(tokens)] if token else [])], cwd=ROOT)
 
         def health() -> dict:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as r:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/healthz",
+                                         headers={"Authorization": f"Bearer {token}"} if token else {})
+            with urllib.request.urlopen(req, timeout=30) as r:
                 return json.loads(r.read())
 
         for _ in range(100):
@@ -213,7 +221,8 @@ def measure_serve(requests: int, decoders: int | None = None) -> dict:
             except OSError:
                 time.sleep(0.1)
         out, start = multiprocessing.Queue(), multiprocessing.Event()
-        senders = [multiprocessing.Process(target=_sender, args=(port, i, requests, out, start)) for i in range(2)]
+        senders = [multiprocessing.Process(target=_sender, args=(port, i, requests, out, start, token))
+                   for i in range(2)]
         for p in senders:  # bodies are encoded before the clock starts: the senders' cost is not serve's
             p.start()
         for _ in senders:
@@ -306,6 +315,7 @@ def main() -> None:
                     help="requests per sender (1,000 events each) for auditor serve")
     ap.add_argument("--serve-runs", type=int, default=5, help="auditor serve runs (a fresh server each): the median is reported")
     ap.add_argument("--serve-decoders", type=int, default=None, help="auditor serve --decoders (default: serve's own)")
+    ap.add_argument("--serve-auth", action="store_true", help="auditor serve --tokens: senders send a bearer token")
     ap.add_argument("--only", choices=["spans", "db", "detection", "serve"], action="append",
                     help="run only these parts (repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON document instead of text")
@@ -313,7 +323,7 @@ def main() -> None:
     parts = set(args.only or ["spans", "db", "detection", "serve"])
     out = {"python": platform.python_version(), "machine": platform.machine(), "load": os.getloadavg()}
     if "serve" in parts:  # two cores: before this process pins itself to one
-        runs = [measure_serve(args.serve_requests, args.serve_decoders) for _ in range(args.serve_runs)]
+        runs = [measure_serve(args.serve_requests, args.serve_decoders, args.serve_auth) for _ in range(args.serve_runs)]
         out["serve"] = dict(sorted(runs, key=lambda r: r["events_per_s"])[len(runs) // 2], runs=runs)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the target says

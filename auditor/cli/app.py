@@ -11,7 +11,7 @@ more lines were lost than --allow-quarantined accepts, so a pass cannot be claim
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -19,6 +19,9 @@ from ..normalize.sample import SAMPLE_LINES
 from .options import (BY, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT,
                       Reporting, check_outputs, choice, errors, fail, input_format, progress_bar, reporting,
                       step)
+
+if TYPE_CHECKING:
+    from ..serve import ServeConfig
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -224,21 +227,46 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR", help="Address to listen on."),
     port: int = typer.Option(4318, "--port", metavar="N", min=0, max=65535, help="Port (4318 is OTLP/HTTP's)."),
     vocabulary: Optional[Path] = MAP,
+    tokens: Optional[Path] = typer.Option(None, "--tokens", metavar="FILE",
+                                          help="Bearer tokens, one 'TOKEN ROLE[,ROLE...]' per line; roles: worker, "
+                                               "sink, coordinator, verifier, reader, any."),
+    tls_cert: Optional[Path] = typer.Option(None, "--tls-cert", metavar="FILE", help="TLS certificate (PEM)."),
+    tls_key: Optional[Path] = typer.Option(None, "--tls-key", metavar="FILE", help="TLS private key (PEM)."),
+    tls_client_ca: Optional[Path] = typer.Option(None, "--tls-client-ca", metavar="FILE",
+                                                 help="Require client certificates signed by this CA (PEM)."),
+    allow_host: Optional[list[str]] = typer.Option(None, "--allow-host", metavar="NAME",
+                                                   help="Host header to answer (repeatable; default: the bind "
+                                                        "address and localhost); others get 421."),
+    insecure: bool = typer.Option(False, "--insecure", help="Listen beyond loopback without --tokens."),
     max_queue: int = typer.Option(64, "--max-queue", metavar="N", min=1,
                                   help="Requests waiting for the audit before 429 Too Many Requests."),
     max_body: int = typer.Option(16, "--max-body-mb", metavar="MB", min=1, help="Largest request body, decompressed."),
+    max_inflight: int = typer.Option(128, "--max-inflight-mb", metavar="MB", min=1,
+                                     help="Request bodies held at once, all connections (429 past it)."),
+    max_header: int = typer.Option(64, "--max-header-kb", metavar="KB", min=1,
+                                   help="Largest request line and headers (431 past it)."),
+    max_key: int = typer.Option(1024, "--max-key-bytes", metavar="N", min=16,
+                                help="Longest workflow_key or effect_key; a longer one is quarantined."),
+    idle_timeout: float = typer.Option(15.0, "--idle-timeout", metavar="SECONDS", min=0.1,
+                                       help="Close a connection idle, or sending its headers, this long."),
+    body_timeout: float = typer.Option(60.0, "--body-timeout", metavar="SECONDS", min=0.1,
+                                       help="A request body must arrive whole within this (408)."),
+    max_connections: int = typer.Option(1024, "--max-connections", metavar="N", min=1,
+                                        help="Open connections before 503."),
+    store_wait: float = typer.Option(30.0, "--store-wait", metavar="SECONDS", min=0.0,
+                                     help="How long start and shutdown wait for a store another process holds."),
     decoders: int = typer.Option(2, "--decoders", metavar="N", min=0,
                                  help="Processes decoding requests (and splitting them for the store) beside the "
                                       "receiver (0: in the receiver)."),
     by: Optional[list[str]] = BY,
     quiet: bool = QUIET,
 ) -> None:
-    """Receive OTLP/HTTP spans and log records (POST /v1/traces, /v1/logs) and audit them live."""
-    from ..serve import ServeConfig, serve as run
+    """Receive OTLP/HTTP spans and log records (POST /v1/traces, /v1/logs) and audit them live.
 
+    A request is answered 200 only once it is on disk (an fsynced spool beside --db, replayed at start)."""
     with errors():
         try:
-            from ..serve import Receiver
+            from ..serve import Receiver, ServeConfig, ServeRefused, check_exposure, load_tokens, serve as run  # noqa: F401
             import starlette  # noqa: F401
             import uvicorn  # noqa: F401
         except ImportError as e:
@@ -251,17 +279,42 @@ def serve(
             from ..detect.lease.batch import check_options
 
             by = check_options(by, 1)  # a bad --by is an error before the port is bound, too
+        config = ServeConfig(
+            db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20, decoders=decoders,
+            lease_by=tuple(by) if by else None, tokens=load_tokens(tokens) if tokens is not None else None,
+            max_key_bytes=max_key, max_header_bytes=max_header << 10, idle_timeout=idle_timeout,
+            body_timeout=body_timeout, max_inflight_bytes=max_inflight << 20, max_connections=max_connections,
+            store_wait=store_wait,
+            allow_hosts=tuple(allow_host or ()), tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
+        try:
+            check_exposure(host, config, insecure)
+        except ServeRefused as e:
+            raise fail(str(e)) from None
         if not quiet:
-            typer.echo(f"auditor serve: OTLP/HTTP on http://{host}:{port}/v1/traces and /v1/logs; "
-                       f"findings at /findings, store {db or 'temporary'}", err=True)
+            _announce(host, port, config, allow_host)
         from ..core.interrupt import default_signals
 
-        # The server shuts down gracefully on SIGINT/SIGTERM (flushing the store) and then ends
-        # by the signal, as uvicorn does: the batch commands' one-line handling is not for it.
+        # The server shuts down gracefully on SIGINT/SIGTERM/SIGHUP (storing everything
+        # acknowledged): the batch commands' one-line handling is not for it.
         default_signals()
-        run(ServeConfig(db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20,
-                       decoders=decoders, lease_by=tuple(by) if by else None),
-            host=host, port=port)
+        leftover = run(config, host=host, port=port)
+    if leftover:
+        typer.echo(f"Error: {leftover} acknowledged records are not in {db} yet (the store stayed locked); "
+                   "they are kept in its spool and appended at the next start", err=True)
+        raise typer.Exit(code=75)
+
+
+def _announce(host: str, port: int, config: "ServeConfig", allow_host: list[str] | None) -> None:
+    """Where the receiver listens and what it answers, on standard error."""
+    from ..serve.config import allowed_hosts, is_loopback
+
+    scheme = "https" if config.tls_cert is not None else "http"
+    typer.echo(f"auditor serve: OTLP/HTTP on {scheme}://{host}:{port}/v1/traces and /v1/logs; "
+               f"findings at /findings, store {config.db or 'temporary'}"
+               f"{'' if config.tokens is not None else '; no --tokens: every sender may report anything'}", err=True)
+    if not is_loopback(host) and not allow_host:
+        typer.echo(f"auditor serve: answering only Host {', '.join(sorted(allowed_hosts(host, config)))}; "
+                   "name the receiver's DNS names with --allow-host", err=True)
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ import typer
 from ..ingest import NAMES
 from ..core.model import Grade
 from ..explain.scope import Scope
-from ..simulate.world import Mode
+from ..simulate.parts import Mode
 
 GRADES = [g.value for g in Grade]
 MODES = [m.value for m in Mode]

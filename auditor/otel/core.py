@@ -14,7 +14,6 @@ an exception of the host.
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 import heapq
 import itertools
@@ -33,25 +32,22 @@ from opentelemetry.util._once import Once
 
 from ..detect.live.detector import LiveDetector, LiveEvent
 from ..detect.lease.live import LeaseWatch
-from ..core.model import Confidence, Event, Finding, Owner
-from ..rules import confidence as rule_confidence
+from ..core.model import Confidence, Event, Finding
 from ..store.typed import Prepared
 from ..normalize.vocabulary import DEFAULT, Vocabulary, vocabulary_of
-from ..normalize.reference import Ignored
-from .convert import MappingError, checked_event, event_from_record, record_event, typed_events
+
 from .metrics import Metrics
+from .admit import Admission
+from .alerts import Alerts
 from .persist import StoreWriter
 
 _logger = logging.getLogger("auditor.otel")
 
 FindingCallback = Callable[[Finding], None]
 
-#: Warnings about bad evidence (unmapped records, capped spans): at most this many per minute,
-#: then one line saying how many were suppressed. Their keys are fixed, so memory stays bounded.
-WARNINGS_PER_MINUTE = 10
 
 
-class LiveAudit(StoreWriter, ABC):
+class LiveAudit(StoreWriter, Admission, Alerts, ABC):
     """The worker, reorder window, detector, alerts and persistence behind every live door.
 
     A door subclass calls ``_enqueue(item)`` from application threads and provides
@@ -320,108 +316,6 @@ class LiveAudit(StoreWriter, ABC):
                        self._max_queue_size)
         self._publish_counts()
 
-    def _split_events(self, item: Any, n: int) -> list[LiveEvent | None] | None:
-        """The events of an item whose records its door split ahead for the store, else None."""
-        prepared = self._prepared_of(item) if self._typed else None
-        if prepared is None:
-            return None
-        try:
-            return typed_events(prepared, n)
-        except Exception:  # noqa: BLE001 - the records themselves are still there: the record way
-            self._once("typed", "auditor: typed columns could not be read; auditing the records", exc_info=True)
-            return None
-
-    def _admit_all(self, records: list[dict[str, Any]], now: float,
-                   events: list[LiveEvent | None] | None = None) -> None:
-        """``_admit`` for each record, with its typed shortcut inlined (this loop runs per event):
-        a record ``record_event`` takes (or whose event ``events`` already holds, built from the
-        store's typed columns: ``convert.typed_events``), on a key ordered by seq, goes straight
-        to its heap; the others go through ``_admit``."""
-        if not self._typed:
-            for rec in records:
-                self._admit(rec, now)
-            return
-        if events is None:
-            events = [_typed_or_none(rec) for rec in records]
-        observed, pending, counter, push = self._observed, self._pending, self._counter, heapq.heappush
-        for i, event in enumerate(events):
-            if event is None or event.workflow_key in observed:
-                self._admit(records[i], now)
-                continue
-            key = event.workflow_key
-            if event.attrs is not None:  # only otel.capped: a span that lost evidence
-                self._lower((key, event.seq), Confidence.MEDIUM)
-            heap = pending.get(key)
-            if heap is None:
-                heap = pending[key] = []
-            push(heap, (event.seq, "", next(counter), now, event))
-
-    def _admit(self, rec: dict[str, Any], now: float) -> None:
-        """One record from span_records: checked, then queued for the detector."""
-        try:
-            if self._typed:
-                key = rec.get("workflow_key")
-                observed = key in self._observed or (rec.get("seq") is None and isinstance(key, str))
-                event = event_from_record(rec, seq=0, vocabulary=self._vocabulary) if observed else None
-            else:  # a vocabulary's names: the key and the seq are known once it has read them
-                event, placed = checked_event(rec, self._vocabulary)
-                observed = event.workflow_key in self._observed or not placed
-                if not placed:
-                    event = dataclasses.replace(event, seq=0)
-            if observed:
-                key = event.workflow_key
-                if key not in self._observed and (key in self._pending or self._last_fed_seq(key) is not None):
-                    # SPEC rev 3: a key ordered by seq stays so; this event is unplaced, never judged
-                    self.unplaced += 1
-                    return
-                self._admit_observed(key, event)
-            else:
-                event = event or record_event(rec) or event_from_record(rec, vocabulary=self._vocabulary)
-                self._admit_event(event, now)
-        except Ignored:
-            self.ignored += 1  # declared irrelevant by the vocabulary: counted, never a warning
-        except MappingError as e:
-            self.unmapped += 1
-            self._limited("auditor: ownership evidence not audited live: %s "
-                          "(the store quarantines it with this reason)", e)
-        except Exception:  # noqa: BLE001 - e.g. an unhashable key: skip this record, keep the batch
-            self.unmapped += 1
-            self._once("admit", "auditor: a record could not be audited live", exc_info=True)
-
-    def _admit_event(self, event: Event, now: float) -> None:
-        """Hold ``event`` in its key's reorder heap (seq order) until the window passes."""
-        if LeaseWatch.evidence(event):
-            self.lease.track(event.workflow_key)
-        if event.attrs is not None and event.attrs.get("otel.capped"):
-            self._lower((event.workflow_key, event.seq), Confidence.MEDIUM)
-        heap = self._pending.get(event.workflow_key)
-        if heap is None:
-            heap = self._pending[event.workflow_key] = []
-        heapq.heappush(heap, (event.seq, event.event_id or "", next(self._counter), now, event))
-
-    def _admit_observed(self, key: str, event: Event) -> None:
-        """A key whose first event had no seq is ordered by arrival, as the batch audit orders a key
-        without any seq by position: each event's place is its arrival number (its position)."""
-        self._observed.add(key)
-        self._arrivals += 1
-        n = self._arrivals
-        event = (event._replace(seq=n, observed=True, position=n) if isinstance(event, LiveEvent)
-                 else dataclasses.replace(event, seq=n, observed=True, position=n))
-        self._lower((key, event.seq), Confidence.LOW)
-        if LeaseWatch.evidence(event):
-            self.lease.track(key)
-        self._feed(event)  # arrival order is the order: nothing to wait for
-
-    def _lower(self, where: tuple[str, int], confidence: Confidence) -> None:
-        if len(self._lowered) > 100_000:  # bounded: old marks go first
-            self._lowered.clear()
-        if self._lowered.get(where) is not Confidence.LOW:
-            self._lowered[where] = confidence
-
-    def _last_fed_seq(self, key: str) -> int | None:
-        st = self.detector._keys.get(key)  # noqa: SLF001 - same package, read-only
-        return None if st is None else st.last_seq
-
     def _release(self, now: float, flush: bool) -> None:
         horizon = now - self._window
         feed = self.detector.feed
@@ -449,109 +343,3 @@ class LiveAudit(StoreWriter, ABC):
         found = self.detector.feed(event)
         if found:
             self._report(found)
-
-    def _report(self, findings: list[Finding]) -> None:
-        for f in findings:
-            self.findings.append(f)
-            self._metrics.finding(f)
-            if not self._alert_due(f):
-                self.incident_updates += 1
-                continue
-            try:
-                self._warn(f)
-            except Exception:  # noqa: BLE001
-                self._once("warn", "auditor: could not log a finding", exc_info=True)
-            if self._on_finding is not None:
-                try:
-                    self._on_finding(f)
-                except Exception:  # noqa: BLE001 - the user's callback must not stop the audit
-                    self._once("callback", "auditor: the on_finding callback raised", exc_info=True)
-
-    def _alert_due(self, f: Finding) -> bool:
-        """True for an incident's first finding and for one that raises its severity."""
-        key = f.incident_id or f.id
-        before = self._alerted.get(key)
-        if before is not None and before >= f.grade.rank:
-            self._alerted.move_to_end(key)
-            return False
-        self._alerted[key] = f.grade.rank
-        self._alerted.move_to_end(key)
-        if len(self._alerted) > self._max_findings:  # bounded: the oldest incidents go first
-            self._alerted.popitem(last=False)
-        return True
-
-    def confidence(self, f: Finding) -> Confidence:
-        """How far the live evidence of ``f`` can be trusted (SPEC section 3, per finding)."""
-        lowered = [self._lowered.get((f.workflow_key, s)) for s in (f.place, f.receipt_place) if s is not None]
-        return rule_confidence([f], observed=Confidence.LOW in lowered, capped=Confidence.MEDIUM in lowered)
-
-    def witness(self, f: Finding) -> str:
-        """The witness sentence of one finding, in the words of ``explain.witness``."""
-        from ..explain.incidents import witness
-
-        transition = None
-        if f.transition_place is not None:
-            transition = self._owner_at(f.workflow_key, f.transition_place)
-        return witness(transition, f.transition_seq, f.transition_position, [f])
-
-    def _owner_at(self, key: str, seq: int) -> Owner | None:
-        st = self.detector._keys.get(key)  # noqa: SLF001 - same package, read-only
-        if st is None:
-            return None
-        for s, epoch, worker in zip(st.rec_seqs, st.rec_epochs, st.rec_workers):
-            if s == seq:
-                return Owner(worker, epoch)
-        return None
-
-    def _warn(self, f: Finding) -> None:
-        from ..explain.incidents import at
-
-        confidence = self.confidence(f)
-        self._log.warning(
-            "split-brain %s on %s at %s (confidence %s): %s", f.grade.value, f.workflow_key, at(f),
-            confidence.value, self.witness(f),
-            extra={"ownership.grade": f.grade.value, "ownership.workflow_key": f.workflow_key,
-                   "ownership.seq": f.seq, "ownership.epoch": f.epoch, "auditor.finding_id": f.id,
-                   "auditor.incident_id": f.incident_id, "auditor.confidence": confidence.value})
-
-    def _publish_counts(self) -> None:
-        d = self.detector
-        now = (d.reclaims, d.stale_events, self.dropped_spans, self.unmapped, d.late_events, d.evicted_keys,
-               self.persist_failures)
-        before = self._reported
-        self._reported = now
-        self._metrics.counts(*(a - b for a, b in zip(now, before)))
-
-    def _limited(self, msg: str, *args: Any) -> None:
-        """A warning about bad evidence, rate-limited (``WARNINGS_PER_MINUTE``) with a fixed memory."""
-        now = time.monotonic()
-        start, n = self._warn_window
-        if now - start >= 60.0:
-            if self.suppressed_warnings:
-                msg += f" ({self.suppressed_warnings} similar warnings suppressed in the last minute)"
-                self.suppressed_warnings = 0
-            start, n = now, 0
-        if n >= WARNINGS_PER_MINUTE:
-            self.suppressed_warnings += 1
-            return
-        self._warn_window = (start, n + 1)
-        try:
-            self._log.warning(msg, *args)
-        except Exception:  # noqa: BLE001 - even a broken logging setup must not escape
-            pass
-
-    def _once(self, key: str, msg: str, *args: Any, exc_info: bool = False) -> None:
-        if key in self._logged:
-            return
-        try:
-            self._logged.add(key)
-            self._log.warning(msg, *args, exc_info=exc_info)
-        except Exception:  # noqa: BLE001 - even a broken logging setup must not escape
-            pass
-
-
-def _typed_or_none(rec: dict[str, Any]) -> LiveEvent | None:
-    try:
-        return record_event(rec)
-    except Exception:  # noqa: BLE001 - _admit says why
-        return None

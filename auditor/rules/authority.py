@@ -18,14 +18,14 @@ nothing (the store reports it as ``malformed_field`` and lost evidence).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from ..core.instants import when
+from ..core.instants import rfc3339, when
+from ..core.model import Finding, Grade, Kind, Outcome, SinkResult
 
-if TYPE_CHECKING:
-    from ..core.model import Finding
 
 AUTHORITY_KINDS = frozenset({"authority_granted", "authority_revoked", "resumed", "revalidated"})
 EFFECT_KINDS = frozenset({"effect_attempted", "effect_committed"})
@@ -285,8 +285,6 @@ def judged(e: Any, verdict: Unauthorized, stale: "Finding | None", finding_id: A
     event, ``receipt``. An event that is stale too gives one finding at the more severe grade,
     with both reasons (``stale`` first).
     """
-    from ..core.model import Finding, Grade, Kind, Outcome, SinkResult
-
     commit = e.kind == Kind.EFFECT_COMMITTED
     own_rejection = not commit and e.sink_result == SinkResult.REJECTED
     rejected = (not commit and (own_rejection or resolution == "rejected"
@@ -313,8 +311,6 @@ def judged(e: Any, verdict: Unauthorized, stale: "Finding | None", finding_id: A
         current_epoch, current_worker, transition, transition_position = e.epoch, e.worker, None, None
         ts = e.ts
         if type(ts) is int:  # a live event's OTel nanoseconds, as the live detector renders them
-            from ..core.instants import rfc3339
-
             ts = rfc3339(ts)
     return Finding(
         id=finding_id(k, grade, e.seq), grade=grade, workflow_key=k,
@@ -332,8 +328,6 @@ def judged(e: Any, verdict: Unauthorized, stale: "Finding | None", finding_id: A
 def resolves(e: Any) -> str | None:
     """What an event makes of the open attempts of its (key, epoch, effect key): ``committed``,
     ``rejected`` or None (the rule of ``rules.resolves``, for either engine's events)."""
-    from ..core.model import Kind, SinkResult
-
     if e.kind == Kind.EFFECT_COMMITTED:
         return "committed"
     if e.kind == Kind.EFFECT_ATTEMPTED and e.sink_result == SinkResult.REJECTED:
@@ -343,9 +337,5 @@ def resolves(e: Any) -> str | None:
 
 def compensated(f: "Finding", finding_id: Any) -> "Finding":
     """A double commit that a compensation record reversed: same evidence, grade ``compensated``."""
-    import dataclasses
-
-    from ..core.model import Grade
-
     return dataclasses.replace(f, id=finding_id(f.workflow_key, Grade.COMPENSATED, f.place),
                                grade=Grade.COMPENSATED)

@@ -17,18 +17,8 @@ from typing import Any
 
 from ..core.model import Grade
 from .scale import GeneratedLog, generate_log
-from .world import (
-    CHARGE_CENTS,
-    DANGEROUS,
-    Injection,
-    LeaseTiming,
-    Mandates,
-    Mode,
-    SimulateError,
-    World,
-    expected_json,
-    open_text,
-)
+from .world import DANGEROUS, Mandates, World
+from .parts import CHARGE_CENTS, Injection, LeaseTiming, Mode, SimulateError, expected_json, open_text
 
 __all__ = ["simulate", "Simulation", "run_cli", "generate_log", "GeneratedLog", "Mode", "Mandates", "Injection",
            "DANGEROUS", "CHARGE_CENTS", "SimulateError", "LeaseTiming"]

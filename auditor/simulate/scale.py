@@ -17,17 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..core.model import Grade
-from .world import (
-    DANGEROUS,
-    EPOCH_STRIDE,
-    T0,
-    Injection,
-    Mode,
-    SimulateError,
-    World,
-    expected_json,
-    open_text,
-)
+from .world import DANGEROUS, World
+from .parts import EPOCH_STRIDE, T0, Injection, Mode, SimulateError, expected_json, open_text
 
 
 _SCALE_MODES = ((Mode.FENCED, 0.8), (Mode.UNFENCED, 0.1), (Mode.KEY_INCLUDES_EPOCH, 0.1))

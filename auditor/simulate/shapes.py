@@ -5,7 +5,7 @@ JSON (epoch-seconds ``ts``, ``msg``), logfmt (quoted and escaped values), Elasti
 with the vocabulary that reads it and its canonical twin (the same events in the contract's shape).
 
 ``write_fixtures(folder)`` writes the five fixtures of ``fixtures/`` (``python -m
-auditor.simulate.shapes fixtures``; tests/test_shapes.py checks they are current); ``noisy_lines``
+auditor.simulate.shapes fixtures``; tests/explain/test_shapes.py checks they are current); ``noisy_lines``
 feeds ``bench/noisy.py``. The truth is the canonical twin: whatever the auditor finds there, it
 must find in the shaped log, at the shaped log's own lines.
 """

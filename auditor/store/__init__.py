@@ -494,12 +494,17 @@ class Store:
         every record of a ``careful`` store, go as JSON lines."""
         return self._append_split(name, [(line, pos, rec) for pos, (line, rec) in enumerate(records, 1)], [])
 
-    def append_parts(self, name: str, parts: Iterable[tuple[int, list[dict[str, Any]], "Prepared | None"]]
-                     ) -> SourceCounts:
+    def append_parts(self, name: str, parts: Iterable[tuple[int, list[dict[str, Any]], "Prepared | None"]],
+                     refused: Iterable[tuple[int, str]] = (), digest: str | None = None) -> SourceCounts:
         """Append records given in parts ``(first line, records, prepared split or None)`` as one
         source: what ``append_records`` writes for all of them, numbered from each part's first
         line on. A part split ahead (``store_typed.prepare``, in serve's decoder processes) is not
-        split again: its typed columns are renumbered in Arrow, no Python per record."""
+        split again: its typed columns are renumbered in Arrow, no Python per record.
+
+        ``refused`` are records the caller could not take, ``(line, reason)``: each is read and
+        quarantined with its reason in the same transaction (nothing refused hides). ``digest``
+        names the appended batch as ``ingest``'s does: a batch whose digest the store already
+        holds is skipped whole (``auditor serve`` replays its spool exactly once this way)."""
         plain: list[tuple[int, int, dict[str, Any]]] = []
         ready: list[tuple[int, int, list[dict[str, Any]], Prepared]] = []
         pos0 = 0
@@ -510,12 +515,15 @@ class Store:
             else:
                 plain += [(first + i, pos0 + i + 1, rec) for i, rec in enumerate(records)]
             pos0 += len(records)
-        return self._append_split(name, plain, ready)
+        return self._append_split(name, plain, ready, [(line, pos0 + i, reason) for i, (line, reason)
+                                                      in enumerate(refused, 1)], digest)
 
     def _append_split(self, name: str, plain: list[tuple[int, int, dict[str, Any]]],
-                      ready: list[tuple[int, int, list[dict[str, Any]], "Prepared"]]) -> SourceCounts:
+                      ready: list[tuple[int, int, list[dict[str, Any]], "Prepared"]],
+                      refused: list[tuple[int, int, str]] = (), digest: str | None = None) -> SourceCounts:
         """Stage ``plain`` records ``(line, pos, record)`` (split here) and ``ready`` parts
-        ``(pos offset, first line, records, prepared split)`` as one source."""
+        ``(pos offset, first line, records, prepared split)`` as one source, and quarantine the
+        ``refused`` ``(line, pos, reason)``."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -547,10 +555,12 @@ class Store:
                 rest += [plain_at.get(p) or _ready_at(p, ready, starts) for p in unread]
         rest.sort(key=lambda r: r[1])  # in order already but for the ts unread and the parts' rests
         raws = [json.dumps(rec, default=str).encode() for _line, _pos, rec in rest]
-        chunk = pa.table({"line": pa.array([r[0] for r in rest], pa.int64()),
-                          "pos": pa.array([r[1] for r in rest], pa.int64()),
-                          "raw": pa.array(raws, pa.binary()), "bad": pa.nulls(len(rest), pa.string())})
-        return self.ingest(name, "records", [chunk], typed=typed)
+        # A refused record is a line whose reader already found its reason (``bad``).
+        chunk = pa.table({"line": pa.array([r[0] for r in rest] + [r[0] for r in refused], pa.int64()),
+                          "pos": pa.array([r[1] for r in rest] + [r[1] for r in refused], pa.int64()),
+                          "raw": pa.array(raws + [b""] * len(refused), pa.binary()),
+                          "bad": pa.array([None] * len(rest) + [r[2] for r in refused], pa.string())})
+        return self.ingest(name, "records", [chunk], digest=digest, typed=typed)
 
     def _unread_ts(self, typed: "pa.Table") -> tuple["pa.Table", list[int]]:
         """``typed`` without the records whose ``ts`` DuckDB does not read as an instant, and

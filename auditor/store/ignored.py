@@ -55,15 +55,21 @@ def count_ignored(con: "duckdb.DuckDBPyConnection", first: int, vocabulary: Voca
 
 
 def ignore_summary(con: "duckdb.DuckDBPyConnection") -> list[IgnoredEntry]:
-    """Every ``[ignore]`` entry that matched a line, over every source stored, in the order their
-    first lines were read: lines summed, the first file and line, up to 10 distinct values."""
+    """Every ``[ignore]`` entry that matched a line, over every source stored (``summarize``)."""
+    return summarize(con.execute(SQL["ignore_entries"]).fetchall())
+
+
+def summarize(rows) -> list[IgnoredEntry]:
+    """Entries from rows ``(table, entry, lines, file, first line, samples)`` per source, in the
+    order their first lines were read: lines summed, the first file and line, up to 10 distinct
+    values. The Spark engine merges its files' rows with it too."""
     out: dict[tuple[str, str], list] = {}
-    for table, entry, lines, name, first_line, samples in con.execute(SQL["ignore_entries"]).fetchall():
+    for table, entry, lines, name, first_line, samples in rows:
         have = out.get((table, entry))
         if have is None:
             out[(table, entry)] = [lines, name, first_line, list(dict.fromkeys(samples))[:SAMPLES]]
             continue
         have[0] += lines
-        have[3] = list(dict.fromkeys(have[3] + samples))[:SAMPLES]
+        have[3] = list(dict.fromkeys(have[3] + list(samples)))[:SAMPLES]
     return [IgnoredEntry(table, entry, lines, name, line, samples)
             for (table, entry), (lines, name, line, samples) in out.items()]

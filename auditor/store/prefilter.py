@@ -6,7 +6,7 @@ A noisy log is mostly lines nobody needs (three of four in ``bench/noisy.py``); 
 through ``normalize.normalize_line`` would cost them as much as evidence. The SQL decides a line
 only where it provably reads it as the normalizer does (one member that can give the kind,
 printable ASCII, every kind pattern rewritten for RE2 by ``normalize.kinds.re2_of``) and leaves
-everything else to the normalizer; ``tests/test_ignore.py`` pins the two against each other.
+everything else to the normalizer; ``tests/store/test_ignore.py`` pins the two against each other.
 """
 
 from __future__ import annotations

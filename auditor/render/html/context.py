@@ -209,17 +209,7 @@ def build_context(result: AuditResult) -> ReportContext:
     if drawn and not timelines:
         notes.append("Timelines are left out: this result carries no timeline facts.")
 
-    cards = []
-    placed: set[str] = set()
-    for inc in carded:
-        tl = timelines.get(inc.workflow_key)
-        here = tl is not None and inc.workflow_key not in placed
-        if here:
-            placed.add(inc.workflow_key)
-        missing = None if tl is not None else "No timeline drawn for this key (see the notes at the top)."
-        cards.append(_card(inc, by_incident[inc.id], tl if here else None,
-                           tl.anchor if tl is not None and not here else None, missing))
-
+    cards = _cards(carded, by_incident, timelines)
     clean_timelines = [draw(result.timelines[k], [], clean=True) for k in clean_keys if k in result.timelines]
     clean_note = None
     all_clean = sum(1 for w in result.workflows if w.findings == 0 and w.clean_handovers > 0)
@@ -232,18 +222,11 @@ def build_context(result: AuditResult) -> ReportContext:
     wf_rows, workflows_note = _workflow_rows(result.workflows, timelines, clean_timelines, incidents)
     if workflows_note:
         notes.append(workflows_note)
-    diagnostics = [DiagnosticRow(d.kind.value, d.workflow_key,
-                                 _opt(d.seq) if d.seq is not None or d.position is None else f"position {d.position}",
-                                 _opt(d.epoch), d.detail)
-                   for d in result.diagnostics[:MAX_DIAGNOSTIC_ROWS]]
-    diagnostics_note = None
-    if len(result.diagnostics) > MAX_DIAGNOSTIC_ROWS:
-        diagnostics_note = (f"Showing the first {MAX_DIAGNOSTIC_ROWS} of {len(result.diagnostics):,} "
-                            "diagnostics; the JSON document has them all.")
+    diagnostics, diagnostics_note = _diagnostic_rows(result)
+    if diagnostics_note:
         notes.append(diagnostics_note)
 
     counts = result.grade_counts()
-    inp = result.input
     summary = result.summary()
     return ReportContext(
         title=_title(result),
@@ -252,15 +235,7 @@ def build_context(result: AuditResult) -> ReportContext:
         failing=len(result.failing),
         grade_counts=[GradeCount(g.grade, counts.get(g.grade, 0), g.meaning) for g in ordered()],
         total_findings=len(result.findings),
-        input=InputView(
-            files=list(inp.files), lines_read=_num(inp.lines_read), events=_num(inp.events),
-            duplicates=_num(inp.duplicates), quarantined=_num(inp.quarantined),
-            ignored=_num(inp.ignored) if inp.ignored else "", unplaced=_num(inp.unplaced) if inp.unplaced else "",
-            ordering=result.ordering,
-            quarantine=[Quarantined(q.file, q.line, q.reason) for q in inp.quarantine],
-            quarantine_more=max(0, inp.quarantined - len(inp.quarantine)),
-            ignore=[Ignored(f"[ignore] {e.table} " + (f"'{e.entry}'" if e.table == "kind_patterns" else f'"{e.entry}"'),
-                            _num(e.lines), e.file, e.line, list(e.samples)) for e in inp.ignore]),
+        input=_input_view(result),
         stats=[Fact("workflows", _num(summary["workflows"])),
                Fact("acquisitions", _num(summary["acquisitions"])),
                Fact("handovers", _num(summary["handovers"])),
@@ -276,6 +251,49 @@ def build_context(result: AuditResult) -> ReportContext:
         notes=notes,
         lease=lease_view(result.lease_health, result.diagnostics),
     )
+
+
+def _cards(carded: list[Incident], by_incident: dict[str, list[Finding]],
+           timelines: dict[str, Timeline]) -> list[IncidentCard]:
+    """The cards of the most urgent incidents: each key's timeline drawn in the first card of the
+    key, and linked from its others."""
+    cards = []
+    placed: set[str] = set()
+    for inc in carded:
+        tl = timelines.get(inc.workflow_key)
+        here = tl is not None and inc.workflow_key not in placed
+        if here:
+            placed.add(inc.workflow_key)
+        missing = None if tl is not None else "No timeline drawn for this key (see the notes at the top)."
+        cards.append(_card(inc, by_incident[inc.id], tl if here else None,
+                           tl.anchor if tl is not None and not here else None, missing))
+    return cards
+
+
+def _input_view(result: AuditResult) -> InputView:
+    inp = result.input
+    return InputView(
+        files=list(inp.files), lines_read=_num(inp.lines_read), events=_num(inp.events),
+        duplicates=_num(inp.duplicates), quarantined=_num(inp.quarantined),
+        ignored=_num(inp.ignored) if inp.ignored else "", unplaced=_num(inp.unplaced) if inp.unplaced else "",
+        ordering=result.ordering,
+        quarantine=[Quarantined(q.file, q.line, q.reason) for q in inp.quarantine],
+        quarantine_more=max(0, inp.quarantined - len(inp.quarantine)),
+        ignore=[Ignored(f"[ignore] {e.table} " + (f"'{e.entry}'" if e.table == "kind_patterns" else f'"{e.entry}"'),
+                        _num(e.lines), e.file, e.line, list(e.samples)) for e in inp.ignore])
+
+
+def _diagnostic_rows(result: AuditResult) -> tuple[list[DiagnosticRow], str | None]:
+    """The first ``MAX_DIAGNOSTIC_ROWS`` diagnostics as rows, and a note when there are more."""
+    rows = [DiagnosticRow(d.kind.value, d.workflow_key,
+                          _opt(d.seq) if d.seq is not None or d.position is None else f"position {d.position}",
+                          _opt(d.epoch), d.detail)
+            for d in result.diagnostics[:MAX_DIAGNOSTIC_ROWS]]
+    note = None
+    if len(result.diagnostics) > MAX_DIAGNOSTIC_ROWS:
+        note = (f"Showing the first {MAX_DIAGNOSTIC_ROWS} of {len(result.diagnostics):,} "
+                "diagnostics; the JSON document has them all.")
+    return rows, note
 
 
 def _defer(rows: int) -> int | None:

@@ -1,0 +1,79 @@
+"""Who may talk to ``auditor serve``: bearer tokens and their roles (``--tokens FILE``).
+
+The file holds one ``TOKEN ROLE[,ROLE...]`` per line (``#`` starts a comment). A request carries
+``Authorization: Bearer TOKEN`` (the OTel exporters send it through ``OTEL_EXPORTER_OTLP_HEADERS``
+or the Collector's ``headers``). Tokens are kept as SHA-256 digests only, looked up by digest (the
+time a lookup takes says nothing about a token's characters), and never printed: an error in the
+file names the line, never its token.
+
+What each role may report is ``evidence.RESTRICTED``; ``reader`` (or ``any``) is needed to GET.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.errors import AuditorError
+
+ROLES = ("worker", "sink", "coordinator", "verifier", "reader", "any")
+#: Roles that may POST evidence (a token that is only ``reader`` reads).
+WRITERS = frozenset(("worker", "sink", "coordinator", "verifier", "any"))
+READERS = frozenset(("reader", "any"))
+#: Every sender without ``--tokens`` (loopback only): as before authentication existed.
+ANY = frozenset(("any",))
+MIN_TOKEN_CHARS = 16
+
+
+class TokensError(AuditorError):
+    """The ``--tokens`` file cannot be used (the message names the line and the fix)."""
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """The tokens of a ``--tokens`` file, by SHA-256 digest, each with its roles."""
+
+    by_digest: dict[bytes, frozenset[str]]
+
+    def roles(self, authorization: str | None) -> frozenset[str] | None:
+        """The roles of an ``Authorization`` header's bearer token; None when it names none we know."""
+        if not authorization:
+            return None
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return self.by_digest.get(hashlib.sha256(token.strip().encode("utf-8", "surrogateescape")).digest())
+
+
+def load_tokens(path: str | Path) -> Tokens:
+    """Read a ``--tokens`` file; ``TokensError`` naming the file and line for anything wrong in it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokensError(f"--tokens {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    found: dict[bytes, tuple[int, frozenset[str]]] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        where = f"--tokens {path}:{n}"
+        if len(words) == 1:
+            raise TokensError(f"{where}: a token without roles; write TOKEN ROLE[,ROLE...] "
+                              f"with roles among {', '.join(ROLES)}")
+        token, roles = words[0], [r.strip().lower() for r in ",".join(words[1:]).split(",") if r.strip()]
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown or not roles:
+            raise TokensError(f'{where}: unknown role "{(unknown or ["?"])[0][:40]}"; roles are {", ".join(ROLES)}')
+        if len(token) < MIN_TOKEN_CHARS:
+            raise TokensError(f"{where}: the token is shorter than {MIN_TOKEN_CHARS} characters; use a random "
+                              "one (openssl rand -hex 32)")
+        digest = hashlib.sha256(token.encode()).digest()
+        if digest in found:
+            raise TokensError(f"{where}: the same token as line {found[digest][0]}; give each sender its own, "
+                              "or list all its roles on one line")
+        found[digest] = (n, frozenset(roles))
+    if not found:
+        raise TokensError(f"--tokens {path}: no token in it; write one TOKEN ROLE[,ROLE...] per line")
+    return Tokens({d: roles for d, (_, roles) in found.items()})

@@ -1,0 +1,115 @@
+"""Stage 1 of the Spark door: the input files found (as one machine finds them) and read where
+they lie, or a DataFrame numbered row by row, each through the package's own readers and
+normalizer in the tasks (``tasks.normalize_files``, ``tasks.normalize_rows``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core import errors
+from ..core.errors import AuditorError, InputError
+from ..core.limits import Limits
+from ..core.model import SkippedPath
+from ..normalize.vocabulary import Vocabulary
+from . import tasks
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: The file name a DataFrame's quarantined rows are reported under.
+DATAFRAME = "<dataframe>"
+
+
+def _before(counts: list) -> Any:
+    """A map column from each group to the rows of the groups before it, given ``counts`` rows
+    ``(group, n)``: what numbering rows in order across groups adds to a row's rank in its own."""
+    from pyspark.sql import functions as F
+
+    offsets, total = [], 0
+    for group, n in sorted(tuple(r) for r in counts):
+        offsets += [F.lit(group), F.lit(total)]
+        total += n
+    return F.create_map(*(offsets or [F.lit(0), F.lit(0)]))
+
+
+def _error(name: str | None, message: str) -> AuditorError:
+    """The error a task met reading a file, as the class the single-node audit raises."""
+    cls = getattr(errors, name or "", None)
+    if not (isinstance(cls, type) and issubclass(cls, AuditorError)):
+        cls = InputError
+    return cls(message)
+
+
+def _sources(spark: "SparkSession", paths: list[str], limits: Limits,
+             skipped: list[SkippedPath]) -> list[tuple[int, str, str, bool]]:
+    """``(source_id, name, path, is_url)`` per input file, in the order the single-node audit
+    ingests them: arguments in turn, the files below a directory sorted. What a local directory
+    holds that is not a file goes to ``skipped``, as on one machine."""
+    from ..ingest import discover
+    from ..ingest.sources import is_log_file
+
+    out: list[tuple[str, str, bool]] = []
+    for p in paths:
+        if "://" not in p:
+            out.extend((s.name, str(s.path), False) for s in discover([p], limits, skipped))
+            continue
+        try:
+            found = sorted(r.path for r in spark.read.format("binaryFile")
+                           .option("recursiveFileLookup", "true").load(p).select("path").collect())
+        except Exception as e:  # AnalysisException: PATH_NOT_FOUND, no filesystem for the scheme
+            raise InputError(f"{p}: cannot list it through Spark ({_first_line(e)}); check the URL "
+                             "and that the Spark installation has the filesystem") from e
+        if len(found) > 1 or (found and Path(found[0]).name != Path(p.rstrip("/")).name):
+            found = [f for f in found if is_log_file(Path(f))]  # below a directory: logs only
+        out.extend((f, f, True) for f in found)
+    return [(sid, name, path, url) for sid, (name, path, url) in enumerate(out, start=1)]
+
+
+def _files_stage1(spark: "SparkSession", sources, fmt: str, keep_payloads: bool, vocabulary: Vocabulary,
+                  limits: Limits) -> "DataFrame":
+    """One task per local file (read where it lies); files on a Hadoop filesystem come through
+    Spark's binaryFile reader and are spooled to the task's disk for the product's readers."""
+    schema = "source_id int, name string, path string, content binary"
+    local = [(sid, name, path, None) for sid, name, path, url in sources if not url]
+    remote = {path: (sid, name) for sid, name, path, url in sources if url}
+    frames = []
+    if local:
+        rdd = spark.sparkContext.parallelize(local, len(local))
+        frames.append(spark.createDataFrame(rdd, schema))
+    if remote:
+        from pyspark.sql import functions as F
+
+        ids = spark.createDataFrame([(p, sid, name) for p, (sid, name) in remote.items()],
+                                    "path string, source_id int, name string")
+        content = spark.read.format("binaryFile").load(list(remote)).select("path", "content")
+        frames.append(content.join(F.broadcast(ids), "path").select("source_id", "name", "path", "content"))
+    frame = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    return frame.mapInArrow(lambda batches: tasks.normalize_files(batches, fmt, keep_payloads, vocabulary, limits),
+                            tasks.STAGE1)
+
+
+def _dataframe_stage1(df: "DataFrame", keep_payloads: bool, vocabulary: Vocabulary) -> "DataFrame":
+    """Each row as one raw JSON object, numbered from 1 in the DataFrame's order, normalized per
+    partition. A single string column ``value`` (``spark.read.text``) is taken as the lines."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, StringType
+
+    fields = df.schema.fields
+    if len(fields) == 1 and fields[0].name == "value" and isinstance(fields[0].dataType, (StringType, BinaryType)):
+        raw = F.col("value").cast("binary")
+    else:
+        raw = F.to_json(F.struct(*[F.col(f"`{f.name}`") for f in fields])).cast("binary")
+    numbered = df.select(raw.alias("raw"), F.monotonically_increasing_id().alias("mid"))
+    # monotonically_increasing_id is (partition << 33) + row within it: numbering in order needs
+    # the rows of the partitions before.
+    counts = numbered.groupBy(F.shiftright("mid", 33).alias("p")).agg(F.count("*").alias("n")).collect()
+    line = (F.element_at(_before(counts), F.shiftright("mid", 33)) + F.col("mid").bitwiseAND((1 << 33) - 1) + 1)
+    return (numbered.select(line.cast("long").alias("line"), "raw")
+            .mapInArrow(lambda batches: tasks.normalize_rows(batches, DATAFRAME, keep_payloads, vocabulary),
+                        tasks.STAGE1))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -1,0 +1,377 @@
+"""The console door for CI and for the operator at 02:00, in real subprocesses: the incomplete
+verdict, JUnit and Markdown outputs, filters, arguments checked before any work, and the words."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ..conftest import FIXTURES, ROOT, run_cli
+
+SEED = str(FIXTURES / "seed_split_brain.jsonl")
+EXPECTED = str(FIXTURES / "seed_split_brain.expected.json")
+REJECTED = FIXTURES / "rejected_attempt.jsonl"
+BAD_LINE = '{"seq": 99, "workflow_key": "k", "kind": "progress", "epoch": "seventeen"}\n'
+GRADES = ("stale_activity, rejected_attempt, compensated, stale_attempt, unauthorized_attempt, stale_commit, "
+          "unauthorized_commit, double_commit")
+
+
+def out(p) -> list[str]:
+    return p.stdout.decode().splitlines()
+
+
+@pytest.fixture
+def lossy(tmp_path) -> Path:
+    """The rejected-attempt fixture (a fence that held: only findings below --fail-on) plus one
+    line that cannot be read."""
+    path = tmp_path / "lossy.jsonl"
+    path.write_text(REJECTED.read_text() + BAD_LINE)
+    return path
+
+
+# The incomplete verdict.
+
+
+def test_lost_lines_make_the_verdict_incomplete_and_are_said_first(lossy):
+    p = run_cli("audit", str(lossy))
+    assert p.returncode == 3, p.stderr
+    assert out(p)[:4] == [
+        "split-brain audit: INCOMPLETE  (no finding at or above stale_attempt, but 1 line lost: "
+        "a pass cannot be claimed)",
+        "lost: 1 quarantined line, 0 event_id conflicts (more than --allow-quarantined 0):",
+        f'  {lossy}:10: "epoch" is "seventeen", expected an integer in int64 range',
+        "input: 10 lines read = 9 events + 0 duplicates + 1 quarantined; 1 file; ordering authoritative",
+    ]
+
+
+def test_allow_quarantined_accepts_that_many_lost_lines(lossy):
+    p = run_cli("audit", str(lossy), "--allow-quarantined", "1")
+    assert p.returncode == 0
+    assert out(p)[:2] == [
+        "split-brain audit: PASS  (2 incidents, 0 findings at or above stale_attempt)",
+        "lost: 1 quarantined line, 0 event_id conflicts (within --allow-quarantined 1):",
+    ]
+
+
+def test_json_says_incomplete_and_what_was_lost_before_the_findings(lossy):
+    p = run_cli("audit", str(lossy), "--json", "-")
+    assert p.returncode == 3
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == "split-brain-audit/3" and doc["verdict"] == "incomplete"
+    assert doc["evidence_lost"] == {
+        "quarantined": 1, "event_id_conflicts": 0, "unplaced": 0, "malformed": 0, "allow_quarantined": 0,
+        "first": [{"file": str(lossy), "line": 10,
+                   "reason": '"epoch" is "seventeen", expected an integer in int64 range'}]}
+    keys = list(doc)
+    assert keys.index("evidence_lost") < keys.index("findings")
+
+
+def test_expect_with_lost_lines_is_never_pass(lossy, tmp_path):
+    expected = str(FIXTURES / "rejected_attempt.expected.json")
+    p = run_cli("audit", str(lossy), "--expect", expected, "--quiet")
+    assert (p.returncode, p.stdout, p.stderr) == (3, b"", b"")
+    p = run_cli("audit", str(lossy), "--expect", expected)
+    assert out(p)[-3:] == [
+        "lost: 1 quarantined line, 0 event_id conflicts (more than --allow-quarantined 0):",
+        f'  {lossy}:10: "epoch" is "seventeen", expected an integer in int64 range',
+        "INCOMPLETE: all 2 expected findings found, nothing else, but 1 line lost: a pass cannot be claimed",
+    ]
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text('{"findings": [["rejected_attempt", "payments/capture/inv-7", 3]]}')
+    p = run_cli("audit", str(lossy), "--expect", str(wrong))
+    assert p.returncode == 1
+    assert out(p)[-2:] == [f"FAIL: findings differ from {wrong}",
+                           "  unexpected: rejected_attempt payments/capture/inv-8 seq 4"]
+    p = run_cli("audit", str(lossy), "--expect", expected, "--allow-quarantined", "1")
+    assert p.returncode == 0 and out(p)[-1] == "PASS: all 2 expected findings found, nothing else"
+
+
+def test_html_banner_says_incomplete_and_lists_the_lost_line_before_the_grades(lossy, tmp_path):
+    html = tmp_path / "r.html"
+    assert run_cli("audit", str(lossy), "--html", str(html), "-q").returncode == 3
+    page = html.read_text()
+    assert '<header class="top verdict-incomplete">\n<div class="verdict-badge">INCOMPLETE</div>' in page
+    assert page.index('<table class="quarantine">') < page.index('<ol class="grades">')
+    # A rejected effect never happened: a neutral label, not the warning colour of "unverified".
+    assert '<td class="sink-rejected">rejected</td><td class="v-na">n/a (rejected)</td>' in page
+
+
+# JUnit and Markdown.
+
+
+def test_junit_has_a_case_per_workflow_key_and_a_failure_per_incident(tmp_path):
+    path = tmp_path / "audit.xml"
+    p = run_cli("audit", SEED, "--junit", str(path))
+    assert p.returncode == 1, p.stderr
+    root = ET.parse(path).getroot()
+    suite = root.find("testsuite")
+    assert (root.tag, root.attrib) == ("testsuites", {
+        "name": "split-brain-audit", "tests": "4", "failures": "1", "errors": "0"})
+    assert {p.get("name"): p.get("value") for p in suite.iter("property")} == {
+        "verdict": "fail", "fail_on": "stale_attempt", "lost": "0", "allow_quarantined": "0"}
+    cases = {c.get("name"): [(f.get("type"), f.get("message")) for f in c.findall("failure")]
+             for c in suite.findall("testcase")}
+    assert cases == {
+        "evidence": [],
+        "checkout/sync/cart-881": [],
+        "ledger/export/2026-07-26": [(
+            "double_commit",
+            "epoch 18 (beta) was acquired at seq 5; epoch 17 (alpha) then committed "
+            "release-index/2026-07-26 at seq 8: a displaced owner changed the outside world. Epoch 18 "
+            "(beta) committed release-index/2026-07-26 again at seq 9 after epoch 17 had: the effect "
+            "happened twice.")],
+        "reports/index/2026-07-26": [],
+    }
+    text = suite.find("testcase[@name='ledger/export/2026-07-26']/failure").text.splitlines()
+    assert text[2:4] == ["stale for 3 min after the takeover, seq 6-8",
+                         "effects: release-index/2026-07-26 committed, unverified"]
+    assert text[-1] == "do: 4. Stop or quarantine the old worker; verify it emits nothing more."
+
+
+def test_junit_of_an_incomplete_audit_fails_the_evidence_case(lossy, tmp_path):
+    path = tmp_path / "audit.xml"
+    assert run_cli("audit", str(lossy), "--junit", str(path), "-q").returncode == 3
+    failure = ET.parse(path).getroot().find("testsuite/testcase[@name='evidence']/failure")
+    assert failure.attrib == {"type": "incomplete", "message": "1 line lost, more than "
+                              "--allow-quarantined 0: a pass cannot be claimed"}
+    assert failure.text.splitlines() == [
+        "1 quarantined line, 0 event_id conflicts (more than --allow-quarantined 0)",
+        f'{lossy}:10: "epoch" is "seventeen", expected an integer in int64 range']
+
+
+def test_markdown_matches_the_committed_snapshot(tmp_path):
+    md = tmp_path / "summary.md"
+    p = run_cli("audit", "fixtures/seed_split_brain.jsonl", "--markdown", str(md), "-q")
+    assert p.returncode == 1
+    assert md.read_bytes() == (ROOT / "reports" / "seed_split_brain.md").read_bytes()
+
+
+def test_markdown_of_an_incomplete_audit_opens_with_what_was_lost(lossy, tmp_path):
+    md = tmp_path / "summary.md"
+    assert run_cli("audit", str(lossy), "--markdown", str(md), "-q").returncode == 3
+    assert md.read_text().splitlines()[:7] == [
+        "# Split-brain audit: INCOMPLETE",
+        "",
+        "**INCOMPLETE**: no finding at or above `stale_attempt`, but evidence was lost: a pass "
+        "cannot be claimed.",
+        "",
+        "**Evidence lost**: 1 quarantined line, 0 event_id conflicts (more than --allow-quarantined 0).",
+        "",
+        f'- {lossy}:10: "epoch" is "seventeen", expected an integer in int64 range'.replace("_", "\\_"),
+    ]
+
+
+def test_markdown_cells_cannot_break_the_table():
+    from auditor.render.markdown import code, text
+
+    assert code("a|b`c") == "``a\\|b`c``"
+    assert text("[x](http://e) *y* <b>|") == "\\[x\\](http://e) \\*y\\* \\<b\\>\\|"
+
+
+def test_report_has_expect_junit_and_markdown(tmp_path):
+    db, xml, md = tmp_path / "a.duckdb", tmp_path / "a.xml", tmp_path / "a.md"
+    assert run_cli("ingest", SEED, "--db", str(db), "-q").returncode == 0
+    p = run_cli("report", "--db", str(db), "--expect", EXPECTED, "--junit", str(xml), "--markdown", str(md))
+    assert p.returncode == 0, p.stderr
+    assert out(p)[-1] == "PASS: all 4 expected findings found, nothing else"
+    assert ET.parse(xml).getroot().get("failures") == "1"
+    assert md.read_text().startswith("# Split-brain audit: FAIL\n")
+
+
+# Filters: detection over everything, reporting of the scope.
+
+
+def test_key_globs_and_keys_from(tmp_path):
+    p = run_cli("audit", SEED, "--key", "reports/*", "--key", "checkout/*")
+    assert p.returncode == 0
+    assert out(p)[:5] == [
+        "split-brain audit: PASS  (0 incidents, 0 findings at or above stale_attempt)",
+        "input: 16 lines read = 16 events + 0 duplicates + 0 quarantined; 1 file; ordering authoritative",
+        "scope: keys reports/*, checkout/* (detection ran over every event; only what is in scope is reported)",
+        "workflows: 2, acquisitions 3, handovers 1 (1 clean)",
+        "findings: none",
+    ]
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# the ledger only\nledger/export/*\n\n")
+    p = run_cli("audit", SEED, "--keys-from", str(keys), "--json", "-")
+    doc = json.loads(p.stdout)
+    assert p.returncode == 1 and doc["scope"] == {"keys": ["ledger/export/*"], "since": None, "until": None}
+    assert [w["workflow_key"] for w in doc["workflows"]] == ["ledger/export/2026-07-26"]
+
+
+@pytest.mark.parametrize("since, until, seqs", [
+    ("7", None, [7, 8, 9]),  # the takeover at seq 5 is before the window: 7 and 8 are still stale
+    ("6", "7", [6, 7]),
+    ("2026-07-26T02:08:00Z", None, [8, 9]),
+    (None, "2026-07-26T02:06:30+00:00", [6]),
+])
+def test_since_until_by_seq_or_ts(since, until, seqs):
+    args = ["--since", since] if since else []
+    args += ["--until", until] if until else []
+    doc = json.loads(run_cli("audit", SEED, *args, "--json", "-").stdout)
+    assert [f["seq"] for f in doc["findings"]] == seqs
+    assert doc["scope"] == {"keys": [], "since": since, "until": until}
+
+
+def test_python_api_takes_the_same_scope_and_allowance(lossy):
+    from auditor import Comparison, Scope, Verdict, audit, compare_expected
+
+    result = audit([SEED], scope=Scope.parse(since="8"))
+    assert [(f.grade.value, f.seq) for f in result.findings] == [("stale_commit", 8), ("double_commit", 9)]
+    lost = audit([lossy])
+    assert (lost.verdict, lost.exit_code) == (Verdict.INCOMPLETE, 3)
+    assert audit([lossy], allow_quarantined=1).verdict is Verdict.PASS
+    assert compare_expected(lost, [("rejected_attempt", "payments/capture/inv-7", 3)]) == Comparison(
+        source="the expected findings", expected=1, missing=(),
+        unexpected=(("rejected_attempt", "payments/capture/inv-8", 4),), lost=1, allow_quarantined=0)
+
+
+# Arguments: checked before any work, one Error line each.
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--fail-on", "foo"], f"Error: --fail-on 'foo' is not a grade; use one of {GRADES}"),
+    (["--format", "xml"], "Error: --format 'xml' is not a format; use one of auto, jsonl, csv, parquet, logfmt, otlp"),
+    (["--since", "yesterday"], "Error: --since 'yesterday' is neither a seq (an integer) nor an RFC 3339 "
+                               "time (e.g. 2026-07-26T10:00:00Z)"),
+    (["--since", "9", "--until", "3"], "Error: --since 9 is after --until 3"),
+    (["--expect", "{tmp}/nope.json"], "Error: {tmp}/nope.json: cannot read the expected findings "
+                                      "(No such file or directory)"),
+    (["--keys-from", "{tmp}/nope.txt"], "Error: --keys-from {tmp}/nope.txt: cannot read it (No such file "
+                                        "or directory)"),
+    (["--html", "{tmp}/missing/r.html"], "Error: --html {tmp}/missing/r.html: the directory {tmp}/missing "
+                                         "does not exist; create it first"),
+    (["--markdown", "{tmp}/missing/r.md"], "Error: --markdown {tmp}/missing/r.md: the directory "
+                                           "{tmp}/missing does not exist; create it first"),
+    (["--junit", SEED], f"Error: --junit {SEED} is also an input; write the output somewhere else"),
+    (["--json", "{tmp}/x", "--html", "{tmp}/x"], "Error: --html {tmp}/x is also the --json file; give "
+                                                 "each its own file"),
+])
+def test_bad_arguments_stop_before_any_work(tmp_path, args, error):
+    db = tmp_path / "store.duckdb"
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    p = run_cli("audit", SEED, "--db", str(db), *args)
+    assert (p.returncode, p.stderr.decode().strip(), p.stdout) == (2, error.replace("{tmp}", str(tmp_path)), b"")
+    assert not db.exists()  # nothing was read or stored
+
+
+def test_a_bad_expect_file_says_the_format(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"findings": [["stale_commit", "k"]]}')
+    p = run_cli("report", "--db", str(tmp_path / "none.duckdb"), "--expect", str(bad))
+    assert (p.returncode, p.stderr.decode().strip()) == (2, (
+        f'Error: {bad}: cannot read the expected findings (each finding is [grade, workflow_key, seq], '
+        'not ["stale_commit", "k"]); expected {"findings": [["stale_activity", "workflow/key", 6], ...]}'))
+
+
+# CI conventions.
+
+
+def test_version_help_and_quiet():
+    from importlib.metadata import version
+
+    for flag in ("--version", "-V"):
+        p = run_cli(flag)
+        assert (p.returncode, p.stdout.decode()) == (0, f"auditor {version('split-brain-auditor')}\n")
+    p = run_cli("audit", "-h")
+    help_text = p.stdout.decode()
+    assert p.returncode == 0 and help_text.startswith("Usage: auditor audit [OPTIONS] PATH...\n")
+    assert "{paths}" not in help_text and "<list[str]>" not in help_text and "--fail-on GRADE" in help_text
+    p = run_cli("audit", SEED, "--quiet")
+    assert (p.returncode, p.stdout, p.stderr) == (1, b"", b"")
+
+
+def test_shell_completion_offers_grades():
+    env = {**os.environ, "_AUDITOR_COMPLETE": "complete_bash", "COMP_WORDS": "auditor audit --fail-on stale_c",
+           "COMP_CWORD": "3"}
+    p = subprocess.run([sys.executable, "-m", "auditor"], env=env, cwd=ROOT, capture_output=True, timeout=60)
+    assert (p.returncode, p.stdout.decode().split()) == (0, ["stale_commit"])
+    assert b"--show-completion" in run_cli("--help").stdout
+
+
+# The words.
+
+
+def test_terminal_words_for_the_seed():
+    lines = out(run_cli("audit", SEED))
+    assert lines[1] == ("input: 16 lines read = 16 events + 0 duplicates + 0 quarantined; 1 file; "
+                        "ordering authoritative")
+    assert lines[8] == ("    stale for 3 min after the takeover, seq 6-8; effects: release-index/2026-07-26 "
+                        "committed, unverified; confidence high; last stale event 8 min before the newest "
+                        "event in the log")
+    assert lines[9:] == [
+        "    do: 1. Treat the outcome as uncertain until an outcome_verified predicate or a human confirms "
+        "it; never auto-resolve by retrying the current owner.",
+        "        2. Freeze further effects for this key; check the result; decide whether compensation is safe.",
+        "        3. Query the destination by effect key; treat as a possible stale commit.",
+        "        4. Stop or quarantine the old worker; verify it emits nothing more.",
+        "confidence: high: order from seq, and every commit reported by the sink or the coordinator.",
+    ]
+
+
+@pytest.mark.parametrize("n, noun, text", [(1, "file", "1 file"), (0, "incident", "0 incidents"),
+                                           (6865, "incident", "6,865 incidents"),
+                                           (2, "clean handover", "2 clean handovers")])
+def test_plural_and_thousands(n, noun, text):
+    from auditor.render.words import plural
+
+    assert plural(n, noun) == text
+
+
+def test_ingest_words(tmp_path):
+    p = run_cli("ingest", SEED, "--db", str(tmp_path / "s.duckdb"))
+    assert out(p)[-1] == f"{tmp_path / 's.duckdb'}: 16 events from 1 file"
+
+
+def test_markdown_renders_as_tables_without_links_even_for_hostile_keys(audit_events):
+    from markdown_it import MarkdownIt
+
+    from auditor.render.markdown import render_markdown
+
+    key = "a|b](http://evil.example) *x* <script>`"
+    events = [{"seq": s, "workflow_key": key, "kind": k, "epoch": e, "worker": "w"}
+              for s, k, e in ((1, "lease_acquired", 1), (2, "lease_acquired", 2), (3, "progress", 1))]
+    html = MarkdownIt("commonmark").enable("table").render(render_markdown(audit_events(events)))
+    assert html.count("<table>") == 2 and "<a " not in html and "<script>" not in html and "<em>" not in html
+    incident_row = html.split("<tbody>")[2].split("</tr>")[0]
+    assert incident_row.count("<td") == 10
+    assert "<code>a|b](http://evil.example) *x* &lt;script&gt;`</code>" in incident_row
+
+
+def test_simulate_checks_its_mode_and_output_directory_first(tmp_path):
+    p = run_cli("simulate", "--mode", "sloppy", "--out", str(tmp_path / "x.jsonl"))
+    assert (p.returncode, p.stderr.decode().strip()) == (
+        2, "Error: --mode 'sloppy' is not a mode; use one of fenced, unfenced, key-includes-epoch")
+    p = run_cli("simulate", "--out", str(tmp_path / "no" / "x.jsonl"))
+    assert (p.returncode, p.stderr.decode().strip()) == (
+        2, f"Error: --out {tmp_path / 'no' / 'x.jsonl'}: the directory {tmp_path / 'no'} does not exist; "
+           "create it first")
+
+
+def test_a_key_that_matches_nothing_is_an_error_not_a_pass():
+    p = run_cli("audit", SEED, "--key", "ledger/exprot/*")
+    assert (p.returncode, p.stderr.decode().strip()) == (2, (
+        "Error: no workflow key matches ledger/exprot/*; the input has 3 workflow keys (e.g. "
+        "checkout/sync/cart-881, ledger/export/2026-07-26, reports/index/2026-07-26)"))
+
+
+def test_event_id_conflicts_count_against_the_verdict_whatever_the_scope():
+    import dataclasses
+
+    from auditor import Scope, Verdict, audit
+    from auditor.core.model import Diagnostic, DiagnosticKind
+    from auditor.explain.result import narrow
+
+    clean = audit([str(FIXTURES / "clean_handover.jsonl")])
+    conflict = Diagnostic("d-1", DiagnosticKind.EVENT_ID_CONFLICT, "elsewhere", 4, 1, "one id, two contents")
+    result = dataclasses.replace(clean, diagnostics=[conflict])
+    assert (result.lost, result.verdict) == (1, Verdict.INCOMPLETE)
+    key = clean.workflows[0].workflow_key
+    narrowed = narrow(result, Scope.parse(keys=[key], since="1000"))
+    assert (narrowed.diagnostics, narrowed.verdict) == ([conflict], Verdict.INCOMPLETE)
