@@ -28,15 +28,19 @@ def load(path: str | os.PathLike) -> Vocabulary:
     """Read a ``--map`` TOML file; ``VocabularyError`` names the file, the line and the entry."""
     where = os.fspath(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as e:
         raise VocabularyError(f"{where}: cannot read the vocabulary file ({e.strerror or e}); check the path") from e
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise VocabularyError(f"{where}: not a TOML file ({e}); {_HOW}") from e
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise VocabularyError(f"{where}:{line}: not a TOML file (byte {raw[e.start]:#04x} is not UTF-8); "
+                              f"save the file as UTF-8") from e
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise VocabularyError(f"{where}: not a TOML file ({e}); {_HOW}") from e
+        raise _not_toml(where, e, text) from e
     lines = _entry_lines(text)
     tables: dict[str, list[tuple[str, str]]] = {"fields": [], "kinds": [], "kind_patterns": []}
     ignore: dict[str, list[str]] = {"kinds": [], "kind_patterns": []}
@@ -126,6 +130,21 @@ def _line_of(text: str, start: int, literal: str) -> int:
 
 _TABLE_LINE = re.compile(r"\s*\[\s*([A-Za-z0-9_.-]+)\s*\]\s*(#.*)?$")
 _ENTRY_LINE = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+
+
+_AT = re.compile(r" \(at line (\d+), column (\d+)\)$")
+
+
+def _not_toml(where: str, e: tomllib.TOMLDecodeError, text: str) -> VocabularyError:
+    """tomllib's error as ``file:line: ...`` (it writes the place at the end of its message, or
+    "at end of document": the last line)."""
+    message = str(e)
+    m = _AT.search(message)
+    if m is not None:
+        return VocabularyError(f"{where}:{m[1]}: not a TOML file ({message[:m.start()]}, column {m[2]}); {_HOW}")
+    message = message.removesuffix(" (at end of document)")
+    return VocabularyError(f"{where}:{len(text.splitlines()) or 1}: not a TOML file ({message} at the end of the "
+                           f"file); {_HOW}")
 
 
 def _entry_lines(text: str) -> dict[tuple[str, str], int]:

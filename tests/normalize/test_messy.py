@@ -231,7 +231,7 @@ def test_top_level_entries_in_the_specs_own_syntax_are_read(tmp_path):
 def test_not_toml_is_a_clear_error(tmp_path):
     path = tmp_path / "v.toml"
     path.write_text("[kinds\n")
-    with pytest.raises(VocabularyError, match=re.escape(f"{path}: not a TOML file")):
+    with pytest.raises(VocabularyError, match=re.escape(f"{path}:1: not a TOML file")):
         Vocabulary.load(path)
 
 

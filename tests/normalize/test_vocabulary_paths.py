@@ -125,8 +125,11 @@ def test_nothing_is_ignored_unless_a_vocabulary_says_so():
 # Refused before any input is read: a test per error, with the file, the line and the entry.
 
 @pytest.mark.parametrize("text, error", [
-    ("[fields]\nmsg = \"kind\n", "not a TOML file (Illegal character '\\n' (at line 2, column 12)); write [fields], "
+    ("[fields]\nmsg = \"kind\n", "2: not a TOML file (Illegal character '\\n', column 12); write [fields], "
      "[kinds], [kind_patterns] and [ignore] tables of name = \"canonical name\" lines (docs/FORMAT.md)"),
+    ("[fields]\n\n[kinds]\ndone = ", "4: not a TOML file (Invalid value at the end of the file); write [fields], "
+     "[kinds], [kind_patterns] and [ignore] tables of name = \"canonical name\" lines (docs/FORMAT.md)"),
+    ("[kinds]\n\"caf\udcff\" = \"progress\"\n", "2: not a TOML file (byte 0xff is not UTF-8); save the file as UTF-8"),
     ("[kind_patterns]\n'^claimed (' = \"lease_acquired\"\n",
      "2: [kind_patterns] ^claimed ( '^claimed (' is not a regular expression Python reads (missing ), unterminated "
      "subpattern at position 9); fix the pattern (TOML literal strings, in single quotes, keep backslashes)"),
@@ -164,9 +167,24 @@ def test_nothing_is_ignored_unless_a_vocabulary_says_so():
 ])
 def test_bad_vocabularies_are_refused_with_file_line_entry_and_fix(tmp_path, text, error):
     path = tmp_path / "v.toml"
-    path.write_text(text)
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
     with pytest.raises(VocabularyError) as e:
         Vocabulary.load(path)
-    assert str(e.value) == (f"{path}: {error}" if error.startswith("not a TOML") else f"{path}:{error}")
+    assert str(e.value) == f"{path}:{error}"
     done = run_cli("audit", str(FIXTURES / "seed_split_brain.jsonl"), "--map", str(path))
     assert (done.returncode, done.stderr.decode().strip()) == (2, f"Error: {e.value}")
+
+
+@pytest.mark.parametrize("command", [
+    ["audit", "missing.jsonl"], ["audit", "missing.jsonl", "--engine", "spark"],
+    ["ingest", "missing.jsonl", "--db", "new.duckdb"], ["serve", "--port", "1", "--db", "new.duckdb"],
+])
+def test_every_door_refuses_a_bad_map_before_it_reads_any_input(tmp_path, command):
+    """The vocabulary's error, not the missing input's nor the port's, and no store is created."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[kind_patterns]\n'^claimed (' = \"lease_acquired\"\n")
+    args = [str(tmp_path / a) if a.endswith((".jsonl", ".duckdb")) else a for a in command]
+    done = run_cli(*args, "--map", str(bad))
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith(f"Error: {bad}:2: [kind_patterns] ^claimed ( '^claimed (' is not a regular")
+    assert not (tmp_path / "new.duckdb").exists()
