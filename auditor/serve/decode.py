@@ -98,7 +98,7 @@ def decode_request(signal: str, body: bytes, content_type: str, encoding: str, l
     return "ok", records, reasons, None
 
 
-def _decode(signal: str, body: bytes, ctype: str, shaped: bool) -> tuple[list[dict[str, Any]], list[str]]:
+def _decode(signal: str, body: bytes, ctype: str, shaped: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """``shaped`` (a ``--map`` that reads logs as teams write them, ``Vocabulary.shaped``): every
     log record is a record, its body and attributes one log line (``otel_mapping.shaped_log``)."""
     if ctype == JSON:
@@ -116,7 +116,7 @@ def _decode(signal: str, body: bytes, ctype: str, shaped: bool) -> tuple[list[di
         raise ValueError(f"body is not an OTLP protobuf {signal} export request") from None
 
 
-def _decode_json(body: bytes, shaped: bool) -> tuple[list[dict[str, Any]], list[str]]:
+def _decode_json(body: bytes, shaped: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     try:
         return request_records(orjson.loads(body), shaped)
     except orjson.JSONDecodeError:
