@@ -67,6 +67,7 @@ def _document(tmp_path, text: str, vocabulary: str, careful: bool) -> str:
                        [[e.table, e.entry, e.lines, e.line, e.samples] for e in summary.ignore]])
 
 
+@pytest.mark.slow  # 120 stores per vocabulary: over 20 s each at load 6
 @pytest.mark.parametrize("vocabulary", [FLAT, NESTED, ALIAS], ids=["flat", "nested", "alias"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(lines(), min_size=1, max_size=25))
