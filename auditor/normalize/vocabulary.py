@@ -188,7 +188,8 @@ def _refuser(source: str | None, lines: Lines):
         line = lines.get((table, name))
         where = source or "vocabulary"
         at = f"{where}:{line}" if line is not None else where
-        entry = f"[{table}] {name}" if (table, name) in lines or not lines else name
+        shown = name if name.strip() else f'"{name}"'  # a blank name is still seen
+        entry = f"[{table}] {shown}" if (table, name) in lines or not lines else shown
         return VocabularyError(f"{at}: {entry} {message}")
     return refuse
 
@@ -216,7 +217,9 @@ def _field_names(fields: list[tuple[str, str]], refuse) -> tuple[dict[str, tuple
         key = ".".join(parts)
         if not all(parts) or key == "attrs":
             raise refuse("fields", name, "is not a usable field name" + (
-                "; a path names members joined by single dots (lease.token)" if "." in name else ""))
+                "; a path names members joined by single dots (lease.token)" if "." in name else
+                "; name the member of your log that holds the field" if not name.strip() else
+                "; attrs is where the auditor keeps what it does not read" if key == "attrs" else ""))
         if names.get(key, (target, 0))[0] != target:
             raise refuse("fields", name, f'= "{target}": "{name}" already means "{names[key][0]}"; remove this line')
         names.setdefault(key, (target, ALIAS_PRIORITY_END + len(names)))

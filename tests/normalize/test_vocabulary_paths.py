@@ -147,6 +147,8 @@ def test_nothing_is_ignored_unless_a_vocabulary_says_so():
      '2: [kind_patterns] ^claimed = "acquired": not a kind the auditor knows; use one of lease_acquired, progress, '
      "effect_attempted, effect_committed, outcome_verified, authority_granted, authority_revoked, resumed, "
      "revalidated, effect_compensated"),
+    ('[fields]\n"" = "kind"\n',
+     '2: [fields] "" is not a usable field name; name the member of your log that holds the field'),
     ('[fields]\n"lease..token" = "epoch"\n',
      "2: [fields] lease..token is not a usable field name; a path names members joined by single dots (lease.token)"),
     # conflicting entries: one value two kinds, a pattern against a kind name, a path given two fields
