@@ -34,9 +34,11 @@ from ..core.model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind,
 from ..rules import stable_id
 from ..normalize.reference import SQL_SHAPE
 from ..normalize.vocabulary import REASONS, Vocabulary, vocabulary_of
-from ..core.fields import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE,
-                           KINDS, OPTIONAL_FIELDS, REPORTERS, SINK_RESULTS)
+from ..core.fields import (BLANK, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE,
+                           OPTIONAL_FIELDS, REPORTERS, SINK_RESULTS)
 from ..core.sql import QUIET, statements
+from .ignored import count_ignored, ignore_summary
+from .prefilter import stage_params
 from .setup import VOCABULARY_BOXES, attrs_batch, forget_attrs, normalize_udf, refuse_foreign, register
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ def size_bytes(size: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class SourceCounts:
-    """What one input file contributed: ``lines_read = events + duplicates + quarantined``."""
+    """What one input file contributed: ``lines_read = events + duplicates + quarantined + ignored``."""
 
     name: str
     lines_read: int
@@ -78,13 +80,13 @@ class SourceCounts:
     duplicates: int
     quarantined: int
     skipped: bool = False  # the same bytes were already ingested into this store
+    ignored: int = 0       # lines the vocabulary's [ignore] entries declare irrelevant (SPEC rev 3)
 
 
 #: The stage query's lists, from the vocabulary, bound as parameters (never spliced into the SQL).
 _STAGE_PARAMS = {
     "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "effect_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
                              | {"attrs": "JSON"}),
-    "kinds": [k for k in KINDS if k in CORE_KINDS],
     "effect_kinds": sorted(EFFECT_KINDS), "heartbeats": list(HEARTBEATS), "decisions": list(DECISIONS),
     "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
     "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"], "instant_shape": INSTANT_SHAPE,
@@ -187,6 +189,7 @@ class Store:
         fields, as such a store holds none; positions numbered in observation order, and the
         order detection uses decided again by revision 3's rule)."""
         typed = {"lease_until": "TIMESTAMPTZ", "expires_at": "TIMESTAMPTZ"}
+        self._read_older_accounting()
         have = {r[0] for r in self.con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
             "AND schema_name = 'main' AND table_name = 'events'").fetchall()}
@@ -203,6 +206,21 @@ class Store:
             f"CREATE TEMP VIEW events AS SELECT * EXCLUDE (ord), CASE WHEN bool_or(seq IS NOT NULL) OVER "
             f"(PARTITION BY workflow_key) THEN seq ELSE position END AS ord FROM (SELECT *{added}, "
             f"row_number() OVER (ORDER BY obs) AS position, NULL::VARCHAR[] AS dropped FROM {quoted}.main.events)")
+
+    def _read_older_accounting(self) -> None:
+        """A store written before revision 3's [ignore], opened read-only: no line was ignored."""
+        tables = {r[0]: r[1] for r in self.con.execute(
+            "SELECT table_name, list(column_name) FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' GROUP BY table_name").fetchall()}
+        if "sources" not in tables:
+            return
+        ((db,),) = self.con.execute("SELECT current_database()").fetchall()
+        quoted = '"' + db.replace('"', '""') + '"'
+        if "ignored" not in tables["sources"]:
+            self.con.execute(f"CREATE TEMP VIEW sources AS SELECT *, 0::BIGINT AS ignored FROM {quoted}.main.sources")
+        if "ignore_entries" not in tables:
+            self.con.execute("CREATE TEMP TABLE ignore_entries (source_id INTEGER, entry_table VARCHAR, entry VARCHAR, "
+                             "lines BIGINT, first_line BIGINT, first_obs BIGINT, samples VARCHAR[])")
 
     def _number_older_events(self) -> None:
         """A store written before revision 3 gains positions, and the order revision 3 decides."""
@@ -363,18 +381,20 @@ class Store:
                     typed_chunk = _no_typed()
             if held:
                 lines_read += self._stage(held, typed_chunk, source_id)
+            ignored = count_ignored(con, source_id, self.vocabulary).get(source_id, 0)
             ((quarantined,),) = con.execute(SQL["quarantine_staged"], [source_id]).fetchall()
             con.execute(SQL["drop_rejected"], [source_id])
-            normalized = lines_read - quarantined
+            normalized = lines_read - quarantined - ignored
             con.execute(SQL["drop_duplicates"], [source_id])
             (after,) = con.execute("SELECT count(*) FROM events").fetchone()
             added = after - before
             con.execute(
-                "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
+                "INSERT INTO sources (source_id, name, digest, format, lines_read, events, duplicates, quarantined, "
+                "ignored) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined, ignored])
             con.execute(SQL["positions"], [source_id])
             con.execute(SQL["observed_order"])
-        return SourceCounts(name, lines_read, added, normalized - added, quarantined)
+        return SourceCounts(name, lines_read, added, normalized - added, quarantined, ignored=ignored)
 
     def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int) -> int:
         """Normalize the raw chunks ``held`` and the typed records ``typed_chunk`` into the events
@@ -390,7 +410,7 @@ class Store:
                 max_chunksize=STAGE_BATCH_ROWS)], schema)
         held.clear()
         ((staged,),) = self.con.execute(SQL["stage"], dict(
-            _STAGE_PARAMS, source_id=source_id, keep_payloads=self.keep_payloads,
+            _STAGE_PARAMS, **stage_params(self.vocabulary), source_id=source_id, keep_payloads=self.keep_payloads,
             careful=self.careful)).fetchall()
         return staged
 
@@ -439,8 +459,9 @@ class Store:
             if parts:
                 # One table of all the lines: ten thousand files' batches would be as many tiny scans.
                 self._stage([pa.concat_tables(parts).combine_chunks()], _no_typed(), first)
-                counts = {sid: (read, bad) for sid, read, bad in
+                counts = {sid: (read, bad, skip) for sid, read, bad, skip in
                           con.execute(SQL["staged_counts_by_source"], [first]).fetchall()}
+                count_ignored(con, first, self.vocabulary)
                 con.execute(SQL["quarantine_staged"], [first])
                 con.execute(SQL["drop_rejected"], [first])
                 con.execute(SQL["drop_duplicates"], [first])
@@ -451,15 +472,16 @@ class Store:
             rows = []
             for k, i in enumerate(todo):
                 name, fmt, _chunks, digest = items[i]
-                read, bad = counts.get(first + k, (0, 0))
+                read, bad, skip = counts.get(first + k, (0, 0, 0))
                 n = added.get(first + k, 0)
-                out[i] = SourceCounts(name, read, n, read - bad - n, bad)
-                rows.append((first + k, name, digest, fmt, read, n, read - bad - n, bad))
+                out[i] = SourceCounts(name, read, n, read - bad - skip - n, bad, ignored=skip)
+                rows.append((first + k, name, digest, fmt, read, n, read - bad - skip - n, bad, skip))
             # One INSERT of lists unnested side by side: executemany runs a statement per row, and
             # an Arrow table of Python lists imports pandas (see arrow.py).
-            con.execute("INSERT INTO sources SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+            con.execute("INSERT INTO sources (source_id, name, digest, format, lines_read, events, duplicates, "
+                        "quarantined, ignored) SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                         "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
-                        "unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
+                        "unnest(?::BIGINT[]), unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
             con.execute(SQL["positions"], [first])
             con.execute(SQL["observed_order"])
         return out
@@ -557,12 +579,13 @@ class Store:
     # Reading.
 
     def input_summary(self, first: int = 20) -> InputSummary:
-        lines_read, events, duplicates, quarantined = self.con.execute(SQL["totals"]).fetchone()
+        lines_read, events, duplicates, quarantined, ignored = self.con.execute(SQL["totals"]).fetchone()
         files = [r[0] for r in self.con.execute(  # a live processor appends one name many times
             "SELECT name FROM sources GROUP BY name ORDER BY min(source_id)").fetchall()]
         sample = [QuarantinedLine(*r) for r in self.con.execute(SQL["quarantine_first"], [first]).fetchall()]
-        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined),
+        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), int(ignored),
                             unplaced=sum(self.unplaced_kinds().values()), quarantine=sample,
+                            ignore=ignore_summary(self.con) if ignored else [],
                             unplaced_first=[UnplacedLine(*r[:4]) for r in self.con.execute(
                                 SQL["unplaced_first"], [first]).fetchall()],
                             skipped=list(self.skipped))
