@@ -5,13 +5,15 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+from pathlib import Path
 
 from auditor import audit
 from auditor.core.model import Event
 from auditor.detect.live.detector import detect_events
 from auditor.otel.convert import event_from_record
+from auditor.simulate import shapes
 
-from .conftest import ev, write_jsonl
+from .conftest import FIXTURES, ev, write_jsonl
 
 
 def event(d: dict, file: str | None = None, line: int | None = None, position: int | None = None) -> Event:
@@ -47,3 +49,27 @@ def without_dac_override():
                 raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
     return drop
+
+
+# Logs as teams write them (SPEC section 2, revision 3): a shaped fixture, its canonical twin and
+# its vocabulary, by the shape's name in ``auditor.simulate.shapes.SHAPES``.
+
+def shaped(name: str) -> Path:
+    return FIXTURES / f"{name}{shapes.SHAPES[name][1]}"
+
+
+def twin(name: str) -> Path:
+    return FIXTURES / f"{name}_canonical.jsonl"
+
+
+def vocabulary(name: str) -> Path:
+    return FIXTURES / f"{name}.map.toml"
+
+
+def without_places(doc):
+    """A document without what differs between two files of one evidence: file names, lines."""
+    if isinstance(doc, list):
+        return [without_places(x) for x in doc]
+    if isinstance(doc, dict):
+        return {k: without_places(v) for k, v in doc.items() if k not in ("file", "line", "files")}
+    return doc

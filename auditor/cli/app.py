@@ -1,4 +1,4 @@
-"""The command-line door: ``auditor audit | ingest | report | simulate``.
+"""The command-line door: ``auditor audit | ingest | report | map | simulate | serve``.
 
 Each command parses its arguments, checks them all before any work (a missing --expect file or
 an output directory that does not exist is reported before a long audit, not after), makes one
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from ..normalize.sample import SAMPLE_LINES
 from .options import (BY, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT,
                       Reporting, check_outputs, choice, errors, fail, input_format, progress_bar, reporting,
                       step)
@@ -144,6 +145,42 @@ def report(
             result = report_db(db, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
                                lock_timeout=wait, vocabulary=vocabulary, **rep.lease)
     raise rep.finish(result, [str(db)])
+
+
+@app.command("map")
+def map_cmd(
+    paths: list[str] = PATHS,
+    out: Optional[Path] = typer.Option(None, "--out", metavar="FILE",
+                                       help="Write the vocabulary to FILE (default: standard output)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out when it exists."),
+    lines: int = typer.Option(SAMPLE_LINES, "--lines", metavar="N", min=1,
+                              help="Read the first N lines of the input (across its files)."),
+    format: str = FORMAT,
+    quiet: bool = QUIET,
+) -> None:
+    """Suggest a vocabulary (--map FILE) for PATH... from its first lines; never audits (exit 0)."""
+    from ..normalize.suggest import suggest
+    from ..normalize.suggest.writer import render
+    from ..render.output import write_atomic
+
+    fmt = input_format(format)
+    if out is not None:
+        check_outputs([("--out", out)], paths)
+        if out.exists() and not force:
+            raise fail(f"--out {out} exists; pass --force to overwrite it, or name another file")
+    with errors():
+        found = suggest(paths, lines, fmt)
+        text = render(found)
+        if out is not None:
+            write_atomic(out, text, paths)
+    if out is None:
+        typer.echo(text, nl=False)
+    elif not quiet:
+        c = found.check
+        typer.echo(f"{out}: {len([f for f in found.fields if f.path])} fields, "
+                   f"{len(found.kinds)} kind entries, {len(found.ignore)} ignore entries, "
+                   f"{len(found.undecided)} to decide; on the first {len(found.sample.lines):,} lines it "
+                   f"reads {c.events:,} events, {c.ignored:,} ignored, {c.quarantined:,} quarantined", err=True)
 
 
 @app.command()

@@ -7,8 +7,8 @@ overlay built on these in ``normalize.vocabulary``.
 
 from __future__ import annotations
 
+import functools
 import re
-
 from types import MappingProxyType
 from typing import Mapping
 
@@ -131,5 +131,14 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
 def name_key(name: str) -> str:
-    """How field and kind names are compared: case-insensitive, camelCase as snake_case."""
+    """How field and kind names are compared: case-insensitive, camelCase as snake_case. A short
+    name is remembered (a log names the same few members on every line); a long value is not
+    (a hostile one must not fill the memory)."""
+    return _short_name_key(name) if len(name) <= 80 else _name_key(name)
+
+
+def _name_key(name: str) -> str:
     return _CAMEL.sub("_", name.strip()).lower()
+
+
+_short_name_key = functools.lru_cache(maxsize=8192)(_name_key)

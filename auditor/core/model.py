@@ -165,6 +165,21 @@ class QuarantinedLine:
 
 
 @dataclass(frozen=True, slots=True)
+class IgnoredEntry:
+    """One ``[ignore]`` entry of a vocabulary and the lines it declared irrelevant (SPEC rev 3):
+    ``table`` is ``kinds`` (an exact value) or ``kind_patterns`` (a regular expression), ``entry``
+    as written; how many ``lines``, the first of them (``file``, ``line``) and up to 10 distinct
+    ``samples`` of the values it matched, in the order they were first seen."""
+
+    table: str
+    entry: str
+    lines: int
+    file: str
+    line: int
+    samples: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
 class UnplacedLine:
     """An event without seq in a key ordered by seq (SPEC rev 3): where it is written, and what it is."""
 
@@ -194,6 +209,7 @@ class InputSummary:
     quarantine: list[QuarantinedLine] = field(default_factory=list)  # the first few, in file order
     unplaced_first: list[UnplacedLine] = field(default_factory=list)  # the first few, in file order
     skipped: list[SkippedPath] = field(default_factory=list)  # not read, from this process's discovery
+    ignore: list[IgnoredEntry] = field(default_factory=list)  # per [ignore] entry that matched, in entry order
 
 
 @dataclass(frozen=True, slots=True)

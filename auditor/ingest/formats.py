@@ -24,7 +24,8 @@ class Format:
     """One input format: ``name`` (what ``--format`` takes), ``suffixes`` (lower case, with the dot:
     a file so named is read in this format), ``sniff`` (does this head of the decompressed content
     look like it?), ``read`` (the chunks of raw lines of a source: a function of the source, the
-    store's DuckDB connection and the progress callback), ``overrides`` (the formats, by name, whose
+    store's DuckDB connection, the progress callback and ``shaped``: whether the store's
+    vocabulary reads logs as teams write them, which only OTLP log records depend on), ``overrides`` (the formats, by name, whose
     file name the content overrides: ``("*",)`` all of them, ``()`` none: only a file without a
     known suffix is sniffed), ``raw`` (a test of the file's first 8 bytes, compressed or not) and
     ``read_ahead`` (a big file's next chunk is read in a thread while the store takes this one)."""
@@ -32,7 +33,7 @@ class Format:
     name: str
     suffixes: tuple[str, ...]
     sniff: Callable[[bytes], bool]
-    read: Callable[["Source", "duckdb.DuckDBPyConnection", "Progress | None"], Iterator[Any]]
+    read: Callable[["Source", "duckdb.DuckDBPyConnection", "Progress | None", bool], Iterator[Any]]
     overrides: tuple[str, ...] = ()
     raw: Callable[[bytes], bool] | None = None
     read_ahead: bool = False
@@ -48,28 +49,45 @@ class Format:
 _OTLP_FIRST_LINE = re.compile(rb'(?:\xef\xbb\xbf)?\s*\{\s*"resource(?:Spans|Logs)"\s*:')
 
 
-def _read_jsonl(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None") -> Iterator[Any]:
+def _read_jsonl(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None",
+                shaped: bool = False) -> Iterator[Any]:
     from .jsonl import jsonl_chunks
 
     return jsonl_chunks(source, progress)
 
 
-def _read_csv(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None") -> Iterator[Any]:
+def _read_csv(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None",
+              shaped: bool = False) -> Iterator[Any]:
     from .readers import duckdb_chunks
 
     return duckdb_chunks(con, source, "csv", progress)
 
 
-def _read_parquet(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None") -> Iterator[Any]:
+def _read_parquet(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None",
+                  shaped: bool = False) -> Iterator[Any]:
     from .readers import duckdb_chunks
 
     return duckdb_chunks(con, source, "parquet", progress)
 
 
-def _read_otlp(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None") -> Iterator[Any]:
+def _read_otlp(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None",
+               shaped: bool = False) -> Iterator[Any]:
     from .otlp import otlp_chunks
 
-    return otlp_chunks(source, progress)
+    return otlp_chunks(source, progress, shaped=shaped)
+
+
+def _read_logfmt(source: "Source", con: "duckdb.DuckDBPyConnection", progress: "Progress | None",
+                 shaped: bool = False) -> Iterator[Any]:
+    from .logfmt import logfmt_chunks
+
+    return logfmt_chunks(source, progress)
+
+
+def _is_logfmt(head: bytes) -> bool:
+    from .logfmt import looks_like_logfmt
+
+    return looks_like_logfmt(head)
 
 
 def _is_framed(first: bytes) -> bool:
@@ -92,12 +110,14 @@ def _is_jsonl(head: bytes) -> bool:
 
 
 #: As ``--format`` lists them, which is also the order content is tested in: first the formats whose
-#: content overrides a file's name (a Parquet magic, an OTLP export request), then, for a file whose
+#: content overrides a file's name (a Parquet magic, logfmt lines, an OTLP export request), then, for a file whose
 #: name says nothing, the others (the first that recognises the head wins; CSV takes the rest).
 FORMATS: tuple[Format, ...] = (
     Format("jsonl", (".jsonl", ".ndjson", ".json", ".log"), _is_jsonl, _read_jsonl, read_ahead=True),
     Format("csv", (".csv",), lambda head: True, _read_csv),
     Format("parquet", (".parquet", ".pq"), _is_parquet, _read_parquet, overrides=("*",)),
+    # key=value lines: a .log (or .jsonl) file whose first lines are logfmt is read as logfmt
+    Format("logfmt", (".logfmt",), _is_logfmt, _read_logfmt, overrides=("jsonl",), read_ahead=True),
     # the Collector's zstd layout is recognised by its size prefix, before any decompression
     Format("otlp", (), _is_otlp, _read_otlp, overrides=("jsonl",), raw=_is_framed),
 )

@@ -87,7 +87,8 @@ def map_span(trace_id: str, span_id: str, name: str, start_ns: int | None,
 
 
 def map_log(event_name: str | None, time_ns: int | None, attributes: Mapping[str, Any],
-            resource: Mapping[str, Any], capped: bool) -> dict[str, Any] | None:
+            resource: Mapping[str, Any], capped: bool, body: Any = None,
+            shaped: bool = False) -> dict[str, Any] | None:
     """The canonical record of one log record, or None when it carries no ownership evidence.
 
     A log record is evidence when its ``event_name`` is ``ownership.<kind>`` (the Events API's
@@ -96,12 +97,15 @@ def map_log(event_name: str | None, time_ns: int | None, attributes: Mapping[str
     timestamp, else its observed timestamp. No ``event_id``: log records have no id of their own,
     so the normalizer derives one from the canonical fields, identical in both doors (and an
     export retried by a Collector collapses into one event).
+
+    Any other record is read as a log line when the vocabulary reads logs as teams write them
+    (``shaped``, SPEC section 2, revision 3; ``shaped_log`` says how); otherwise it is not evidence.
     """
     rec: dict[str, Any] = {}
     own, kind = _split(attributes, rec)
     if kind is None:
         if not (isinstance(event_name, str) and event_name.startswith(PREFIX)):
-            return None
+            return shaped_log(time_ns, attributes, resource, capped, body) if shaped else None
         kind = event_name
     rec["kind"] = _kind_name(kind)
     if "worker" not in rec:
@@ -116,13 +120,60 @@ def map_log(event_name: str | None, time_ns: int | None, attributes: Mapping[str
     return rec
 
 
-def log_record(record: "ReadableLogRecord") -> dict[str, Any] | None:
+#: The members a log record read as a log line adds to its attributes.
+BODY, TIME, INSTANCE, MOVED = "body", "otel.time", "service.instance.id", "otel.attributes."
+
+
+def shaped_log(time_ns: int | None, attributes: Mapping[str, Any], resource: Mapping[str, Any],
+               capped: bool, body: Any = None) -> dict[str, Any]:
+    """A log record as one log line for a vocabulary to read, so that one ``--map`` file reads the
+    same log from a file and from a log record. A map body is the line (what the Collector's JSON
+    parser and structured bridges send): its members are the record's members, nested maps as
+    objects; any other body is the member ``body`` (the message a logging bridge writes). The
+    attributes are members too; one that names a body member with another value is kept as
+    ``otel.attributes.<name>``. The record's time is ``otel.time`` and the resource's
+    ``service.instance.id`` that member, unless the line gives it. Nothing is canonical until the
+    vocabulary maps it (``msg = "kind"``, ``"otel.time" = "ts"``): a name the log does not choose
+    never competes with one it does."""
+    rec: dict[str, Any] = dict(body) if isinstance(body, Mapping) else {}
+    if body is not None and not isinstance(body, Mapping):
+        rec[BODY] = body
+    for k, v in attributes.items():
+        if k in rec and rec[k] != v:
+            rec[MOVED + k] = v
+        else:
+            rec[k] = v
+    if time_ns and TIME not in rec:
+        rec[TIME] = rfc3339(time_ns)
+    instance = resource.get(INSTANCE)
+    if instance is not None and INSTANCE not in rec:
+        rec[INSTANCE] = instance
+    if capped:
+        rec["otel.capped"] = True
+    return rec
+
+
+def log_record(record: "ReadableLogRecord", shaped: bool = False) -> dict[str, Any] | None:
     """``map_log`` for an SDK log record (``ReadableLogRecord`` or ``ReadWriteLogRecord``)."""
     lr = record.log_record
     attrs = lr.attributes
     resource = record.resource
     return map_log(lr.event_name, lr.timestamp or lr.observed_timestamp, _plain(attrs),
-                   _plain(resource.attributes) if resource is not None else {}, bool(_dropped(attrs)))
+                   _plain(resource.attributes) if resource is not None else {}, bool(_dropped(attrs)),
+                   _body(lr.body) if shaped else None, shaped)
+
+
+def _body(body: Any) -> Any:
+    """A log record's body as plain values (the SDK keeps what the caller gave: maps, sequences)."""
+    if isinstance(body, Mapping):
+        return {str(k): _body(v) for k, v in body.items()}
+    if isinstance(body, (list, tuple)):
+        return [_body(v) for v in body]
+    if isinstance(body, bytes):
+        import base64
+
+        return base64.b64encode(body).decode()
+    return body
 
 
 def _split(attributes: Mapping[str, Any], fields: dict[str, Any]) -> tuple[dict[str, Any], Any]:

@@ -50,7 +50,7 @@ def is_framed(head: bytes) -> bool:
 
 
 def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "",
-              limits: "Limits | None" = None) -> Iterator[Yield]:
+              limits: "Limits | None" = None, shaped: bool = False) -> Iterator[Yield]:
     """Yield ``(line, canonical record, None)`` per ownership event, ``(line, None, reason)`` per bad
     line or per bad span (a line with several spans can yield records and reasons).
 
@@ -59,6 +59,8 @@ def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "",
     frame's number. Lines are numbered from 1; blank lines carry nothing. A compressed stream
     cut short yields what came before it, then one reason. ``source_name`` is only for callers'
     messages; ``limits`` (the defaults when None) bounds line length and decompression.
+    ``shaped``: every log record is a record too (``otel_mapping.shaped_log``), for a vocabulary
+    that reads logs as teams write them.
     """
     limits = limits or Limits()
     if isinstance(src, (str, Path)):
@@ -66,17 +68,17 @@ def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "",
             framed = is_framed(raw.read(8))
         if framed:
             with open(src, "rb") as raw:
-                yield from _documents(_frames(raw))
+                yield from _documents(_frames(raw), shaped)
             return
         from . import open_bytes
 
         with open_bytes(Path(src), limits, source_name or None) as f:
-            yield from _documents(_lines(f, limits.max_line_bytes))
+            yield from _documents(_lines(f, limits.max_line_bytes), shaped)
         return
     if isinstance(src, io.BufferedReader) and is_framed(src.peek(8)[:8]):
-        yield from _documents(_frames(src))
+        yield from _documents(_frames(src), shaped)
         return
-    yield from _documents(_lines(src, limits.max_line_bytes))
+    yield from _documents(_lines(src, limits.max_line_bytes), shaped)
 
 
 def _lines(f: IO[bytes] | IO[str], max_line: int) -> Iterator[tuple[int, bytes | str | None, str | None]]:
@@ -139,7 +141,7 @@ def _frames(f: IO[bytes]) -> Iterator[tuple[int, bytes | None, str | None]]:
             yield n, None, f"frame is damaged ({e}); re-copy the file"
 
 
-def _documents(items: Iterator[tuple[int, bytes | str | None, str | None]]) -> Iterator[Yield]:
+def _documents(items: Iterator[tuple[int, bytes | str | None, str | None]], shaped: bool = False) -> Iterator[Yield]:
     """JSON export requests (one per line or frame) to canonical records or reasons."""
     for n, raw, reason in items:
         if reason is not None:
@@ -162,7 +164,7 @@ def _documents(items: Iterator[tuple[int, bytes | str | None, str | None]]) -> I
             yield n, None, "line is not valid JSON; the Collector's file exporter writes one JSON object per line"
             continue
         try:
-            items = list(_records(doc))
+            items = list(_records(doc, shaped))
         except _BadLine as e:
             yield n, None, str(e)
             continue
@@ -170,7 +172,7 @@ def _documents(items: Iterator[tuple[int, bytes | str | None, str | None]]) -> I
             yield n, rec, bad
 
 
-def _records(doc: Any) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
+def _records(doc: Any, shaped: bool = False) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
     """``(record, None)`` per ownership record of one export request, ``(None, reason)`` per span
     that cannot be read: one malformed span costs only itself, not the other spans of its line.
     A request whose structure above the spans is not OTLP raises ``_BadLine``."""
@@ -184,7 +186,8 @@ def _records(doc: Any) -> Iterator[tuple[dict[str, Any] | None, str | None]]:
         raise _BadLine('line has no "resourceSpans" or "resourceLogs"; expected OTLP JSON traces or logs '
                        '(Collector file exporter)')
     yield from _walk(resource_spans, "resourceSpans", "scopeSpans", "spans", "span", _span)
-    yield from _walk(resource_logs, "resourceLogs", "scopeLogs", "logRecords", "log record", _log)
+    yield from _walk(resource_logs, "resourceLogs", "scopeLogs", "logRecords", "log record",
+                     _shaped_log if shaped else _log)
 
 
 def _walk(resources: Any, top: str, scopes: str, items: str, what: str,
@@ -208,7 +211,7 @@ def _walk(resources: Any, top: str, scopes: str, items: str, what: str,
                     yield rec, None
 
 
-def _log(log: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
+def _log(log: dict[str, Any], resource: dict[str, Any], shaped: bool = False) -> list[dict[str, Any]]:
     from .otel_mapping import map_log
 
     name = log.get("eventName")
@@ -216,8 +219,13 @@ def _log(log: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
                    _int(log.get("timeUnixNano"), "timeUnixNano") or _int(log.get("observedTimeUnixNano"),
                                                                         "observedTimeUnixNano"),
                    _attributes(log.get("attributes")), resource,
-                   bool(_int(log.get("droppedAttributesCount"), "droppedAttributesCount")))
+                   bool(_int(log.get("droppedAttributesCount"), "droppedAttributesCount")),
+                   _value(log.get("body")) if shaped else None, shaped)
     return [] if rec is None else [rec]
+
+
+def _shaped_log(log: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
+    return _log(log, resource, shaped=True)
 
 
 def _span(span: dict[str, Any], resource: dict[str, Any]) -> list[dict[str, Any]]:
@@ -337,7 +345,7 @@ def _value(v: Any) -> Any:
 
 
 def otlp_chunks(source: "Source", progress: "Progress | None" = None,
-                chunk_records: int = CHUNK_RECORDS) -> Iterator["pa.Table"]:
+                chunk_records: int = CHUNK_RECORDS, shaped: bool = False) -> Iterator["pa.Table"]:
     """The store's raw-line chunks for one OTLP file: one row per canonical record or bad line.
 
     ``line`` is the input line a record came from (several records can share it); ``pos``
@@ -358,7 +366,7 @@ def otlp_chunks(source: "Source", progress: "Progress | None" = None,
                          "bad": pa.array(bads, pa.string())})
 
     pos = 0
-    for line, record, reason in read_otlp(source.path, source.name, source.limits):
+    for line, record, reason in read_otlp(source.path, source.name, source.limits, shaped):
         pos += 1
         lines.append(line)
         raws.append(b"" if record is None else json.dumps(record, ensure_ascii=False, default=str).encode())
@@ -372,12 +380,13 @@ def otlp_chunks(source: "Source", progress: "Progress | None" = None,
         progress(source.size)
 
 
-def request_records(doc: Any) -> tuple[list[dict[str, Any]], list[str]]:
+def request_records(doc: Any, shaped: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """The records of one decoded OTLP JSON export request (traces or logs), and the reasons of
-    the spans or log records that could not be read; ``ValueError`` when it is not OTLP JSON."""
+    the spans or log records that could not be read; ``ValueError`` when it is not OTLP JSON.
+    ``shaped`` as in ``read_otlp``."""
     records, reasons = [], []
     try:
-        for rec, bad in _records(doc):
+        for rec, bad in _records(doc, shaped):
             if rec is not None:
                 records.append(rec)
             else:

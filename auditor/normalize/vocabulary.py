@@ -1,27 +1,34 @@
 """A team's vocabulary (``--map FILE``) over the format's own (``core.fields``), and the quarantine
 reasons the normalizer gives.
 
-A ``Vocabulary`` is the SPEC's vocabulary plus a team's ``--map FILE`` (TOML) overlay::
+A ``Vocabulary`` is the SPEC's vocabulary plus a team's ``--map FILE`` (TOML) overlay (section 2,
+"Logs as teams write them")::
 
-    [kinds]
-    result_committed = "effect_committed"
     [fields]
-    lease_token = "epoch"
+    msg = "kind"
+    "lease.token" = "epoch"          # a path into nested objects, or a flat dotted key
+    [kinds]
+    "claimed job" = "lease_acquired"
+    [kind_patterns]
+    '^committed \\S+' = "effect_committed"
+    [ignore]
+    kind_patterns = ['^GET /']
+
+``vocabulary_file`` reads the file; this module holds what it builds and how the normalizer asks it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from ..core.errors import AuditorError
 from ..core.fields import ALIAS_PRIORITY_END, FIELD_ALIASES, FIELDS, KIND_ALIASES, KINDS, _NOTHING, name_key
-
+from .kinds import Classified, KindRules, Pattern, compile_pattern
 
 _KIND_LIST = ", ".join(KINDS)
 
@@ -32,8 +39,10 @@ REASONS: Mapping[str, str] = MappingProxyType({
     "not_object": "line is JSON but not an object; write one JSON object per line",
     "key_missing": '"workflow_key" is missing; add the unit that must have one effect owner (or job_id / run_id)',
     "kind_missing": '"kind" is missing; expected one of ' + _KIND_LIST,
-    "kind_unknown": ('"kind" is "{value}", not a kind the auditor knows; map it with --map FILE '
-                     '([kinds] {name} = "{guess}")'),
+    "kind_unknown": ('"{source}" is "{value}", not a kind the auditor knows; map it with --map FILE '
+                     '([kinds] {name} = "{guess}"){ignore}'),
+    "kind_ambiguous": ('"{source}" is "{value}", which {first} and {second}; the line is ambiguous, make the '
+                       '--map entries exclusive'),
     "not_integer": '"{field}" is "{value}", expected an integer in int64 range',
     "negative_epoch": '"epoch" is {value}, expected an integer >= 0',
     "epoch_missing": '"epoch" is missing; every {kind} needs the owner epoch it was produced under',
@@ -52,8 +61,6 @@ _GUESSES = (("commit", "effect_committed"), ("verif", "outcome_verified"), ("rej
 
 
 def _toml(v: object) -> str:
-    import json
-
     return json.dumps(v, default=str)
 
 
@@ -69,114 +76,80 @@ class VocabularyError(AuditorError):
     """A vocabulary file (``--map``) cannot be read or maps onto something the contract lacks."""
 
 
+#: Where entries are written, for messages: ``(table, name) -> line``.
+Lines = Mapping[tuple[str, str], int]
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     """Field and kind names the normalizer accepts: the SPEC's own plus a team's overlay.
 
-    ``fields`` maps a ``name_key`` spelling to ``(canonical field, priority)``: the lowest
-    priority present and non-empty wins (the field itself is 0, then its aliases in order, then
-    the overlay's names). ``kinds`` maps a kind name to ``(kind, {field: value} it implies)``.
+    ``fields`` maps a ``name_key`` spelling (a dotted path for a nested field: ``lease.token``) to
+    ``(canonical field, priority)``: the field itself is 0, its built-in aliases 1 up to
+    ``ALIAS_PRIORITY_END``, the overlay's names from there on. ``containers`` are the members a
+    mapped path descends into (``lease`` for ``lease.token``). ``rules`` says what a kind value means.
     """
 
     fields: Mapping[str, tuple[str, int]]
-    kinds: Mapping[str, tuple[str, Mapping[str, str]]]
+    rules: KindRules
     source: str | None = None  # the --map file it came from, for messages
-    extra_fields: Mapping[str, str] = field(default_factory=dict)
-    extra_kinds: Mapping[str, str] = field(default_factory=dict)
+    containers: frozenset[str] = frozenset()
+    mapped: bool = False       # a name or path is mapped onto kind: its values are messages
+
+    @property
+    def kinds(self) -> Mapping[str, tuple[str, Mapping[str, str]]]:
+        """Exact kind names (built-in and ``[kinds]``) -> ``(kind, {field: value} it implies)``."""
+        return self.rules.exact
 
     @classmethod
     def default(cls) -> "Vocabulary":
         return DEFAULT
 
     @classmethod
-    def build(cls, fields: Mapping[str, str] | None = None, kinds: Mapping[str, str] | None = None,
-              source: str | None = None, lines: Mapping[tuple[str, str], int] | None = None) -> "Vocabulary":
-        """The SPEC's vocabulary plus ``fields`` (name -> canonical field) and ``kinds`` (name -> a
-        kind, or a built-in kind alias and what it implies). ``lines`` says where each
+    def build(cls, fields: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+              kinds: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+              source: str | None = None, lines: Lines | None = None, *,
+              kind_patterns: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+              ignore_kinds: Iterable[str] = (), ignore_patterns: Iterable[str] = ()) -> "Vocabulary":
+        """The SPEC's vocabulary plus ``fields`` (name or dotted path -> canonical field), ``kinds``
+        (value -> a kind, or a built-in kind alias and what it implies), ``kind_patterns`` (regular
+        expression -> the same) and what ``[ignore]`` declares irrelevant. ``lines`` says where each
         ``(table, name)`` entry is written, for the messages of ``VocabularyError``."""
-        lines = lines or {}
-
-        def refuse(table: str, name: str, message: str) -> VocabularyError:
-            line = lines.get((table, name))
-            where = source or "vocabulary"
-            at = f"{where}:{line}" if line is not None else where
-            entry = f"[{table}] {name}" if (table, name) in lines or not lines else name
-            return VocabularyError(f"{at}: {entry} {message}")
-
-        names: dict[str, tuple[str, int]] = {}
-        for f in FIELDS:
-            names[f] = (f, 0)
-            for i, alias in enumerate(FIELD_ALIASES.get(f, ()), start=1):
-                names[alias] = (f, i)
-        for name, target in (fields or {}).items():
-            if not isinstance(target, str) or target not in FIELDS:
-                raise refuse("fields", name, f'= {_toml(target)}: not a canonical field; use one of {", ".join(FIELDS)}')
-            key = name_key(name)
-            if not key or key == "attrs":
-                raise refuse("fields", name, "is not a usable field name")
-            if names.get(key, (target, 0))[0] != target:
-                raise refuse("fields", name, f'= "{target}": "{name}" already means "{names[key][0]}"; remove this line')
-            names.setdefault(key, (target, ALIAS_PRIORITY_END + len(names)))
-        kind_map: dict[str, tuple[str, Mapping[str, str]]] = {k: (k, _NOTHING) for k in KINDS}
-        kind_map.update(KIND_ALIASES)
-        for name, target in (kinds or {}).items():
-            meaning = kind_map.get(target) if isinstance(target, str) and (target in KINDS or target in KIND_ALIASES) else None
+        refuse = _refuser(source, lines or {})
+        names, containers, mapped = _field_names(_pairs(fields), refuse)
+        exact: dict[str, tuple[str, Mapping[str, str]]] = {k: (k, _NOTHING) for k in KINDS}
+        exact.update(KIND_ALIASES)
+        for name, target in _pairs(kinds):
+            meaning = _meaning(target)
             if meaning is None:
                 raise refuse("kinds", name, f"= {_toml(target)}: not a kind the auditor knows; use one of {_KIND_LIST}")
-            key = name_key(name).rsplit(".", 1)[-1]
-            if kind_map.get(key, meaning)[0] != meaning[0]:
-                raise refuse("kinds", name, f'= "{target}": "{name}" already means "{kind_map[key][0]}"; remove this line')
-            kind_map.setdefault(key, meaning)
-        return cls(MappingProxyType(names), MappingProxyType(kind_map), source,
-                   MappingProxyType(dict(fields or {})), MappingProxyType(dict(kinds or {})))
+            key = name_key(name)
+            if not key:
+                raise refuse("kinds", name, "is empty; write the value your log gives the kind")
+            if exact.get(key, meaning)[0] != meaning[0]:
+                raise refuse("kinds", name, f'= "{target}": "{name}" already means "{exact[key][0]}"; remove this line')
+            exact.setdefault(key, meaning)
+        patterns = _patterns(_pairs(kind_patterns), exact, refuse)
+        ignore_exact = {}
+        for value in ignore_kinds:
+            if not isinstance(value, str) or not name_key(value):
+                raise refuse("ignore", "kinds", f"holds {_toml(value)}: write the values to ignore as strings")
+            ignore_exact.setdefault(name_key(value), value)
+        ignored = []
+        for text in ignore_patterns:
+            if not isinstance(text, str):
+                raise refuse("ignore", "kind_patterns", f"holds {_toml(text)}: write the patterns as strings")
+            ignored.append(Pattern(text, _compiled(text, ("ignore", "kind_patterns"), refuse)))
+        rules = KindRules(MappingProxyType(exact), tuple(patterns), MappingProxyType(ignore_exact), tuple(ignored))
+        return cls(MappingProxyType(names), rules, source, frozenset(containers), mapped)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Vocabulary":
-        """Read a ``--map`` TOML file: ``[kinds]`` and ``[fields]`` tables of ``name = "canonical
-        name"`` strings, and such entries at the top level too, whose right-hand side says which
-        they are (a kind, or a canonical field; SPEC rev 3). Refused with the file, the line and
-        the entry, before any input is read."""
-        where = os.fspath(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise VocabularyError(f"{where}: cannot read the vocabulary file ({e.strerror or e}); check the path") from e
-        except UnicodeDecodeError as e:
-            raise VocabularyError(f"{where}: not a TOML file ({e}); write [kinds] and [fields] tables of "
-                                  'name = "canonical name" lines') from e
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise VocabularyError(f"{where}: not a TOML file ({e}); write [kinds] and [fields] tables of "
-                                  'name = "canonical name" lines') from e
-        lines = _entry_lines(text)
-        tables: dict[str, dict[str, str]] = {"kinds": {}, "fields": {}}
-        for name, value in data.items():
-            line = lines.get(("", name))
-            at = f"{where}:{line}" if line is not None else where
-            if name in tables:
-                if not isinstance(value, dict):
-                    raise VocabularyError(f"{at}: {name} is not a table; write [{name}] on its own line")
-                for k, v in value.items():
-                    if not isinstance(v, str):
-                        raise VocabularyError(f'{where}:{lines.get((name, k), "?")}: [{name}] {k} is {v!r}, '
-                                              f'expected a string: {k} = "..."')
-                    tables[name][k] = v
-            elif isinstance(value, dict):
-                raise VocabularyError(f"{at}: unknown table [{name}]; a vocabulary file has [kinds] and [fields] "
-                                      'tables, or name = "canonical name" entries at the top')
-            elif not isinstance(value, str):
-                raise VocabularyError(f'{at}: {name} is {value!r}, expected a string: {name} = "..."')
-            elif value in FIELDS:
-                tables["fields"][name] = value
-                lines[("fields", name)] = line
-            elif value in KINDS or value in KIND_ALIASES:
-                tables["kinds"][name] = value
-                lines[("kinds", name)] = line
-            else:
-                raise VocabularyError(f"{at}: {name} = {_toml(value)}: neither a kind nor a canonical field; use "
-                                      f"a kind ({_KIND_LIST}) or a field ({', '.join(FIELDS)})")
-        return cls.build(tables["fields"], tables["kinds"], where, lines)
+        """Read a ``--map`` TOML file (``vocabulary_file.load``); ``VocabularyError`` names the
+        file, the line and the entry, before any input is read."""
+        from .vocabulary_file import load
+
+        return load(path)
 
     # Lookups.
 
@@ -186,37 +159,113 @@ class Vocabulary:
         return hit if hit is not None else self.fields.get(name_key(name))
 
     def kind_of(self, name: str) -> tuple[str, Mapping[str, str]] | None:
-        hit = self.kinds.get(name)
-        if hit is not None:
-            return hit
-        key = name_key(name)
-        return self.kinds.get(key) or self.kinds.get(key.rsplit(".", 1)[-1])
+        """The meaning of a kind value, or None (unknown, ignored or ambiguous)."""
+        return self.rules.classify(name).meaning
+
+    def classify(self, value: str) -> Classified:
+        """What one value of the kind field is: a kind, ignored, ambiguous or unknown."""
+        return self.rules.classify(value)
+
+    @property
+    def ignores(self) -> bool:
+        return self.rules.ignores
+
+    @property
+    def shaped(self) -> bool:
+        """Whether this vocabulary reads logs not written as events: a name or path mapped onto
+        kind, a path, a pattern or an [ignore] entry. The live doors then read every log record."""
+        return self.mapped or bool(self.containers) or bool(self.rules.patterns) or self.rules.ignores
 
 
-_TABLE_LINE = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(#.*)?$")
-_ENTRY_LINE = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+def _pairs(entries: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
+    if entries is None:
+        return []
+    return list(entries.items()) if isinstance(entries, Mapping) else list(entries)
 
 
-def _entry_lines(text: str) -> dict[tuple[str, str], int]:
-    """Where each ``(table, name)`` entry of a vocabulary file is written (1-based lines; the top
-    level is table ``""``), for error messages: tomllib says what it read, not where."""
-    out: dict[tuple[str, str], int] = {}
-    table = ""
-    for n, line in enumerate(text.splitlines(), 1):
-        if m := _TABLE_LINE.match(line):
-            table = m.group(1)
-            out.setdefault(("", table), n)
-            continue
-        if m := _ENTRY_LINE.match(line):
-            raw = m.group(1)
-            if raw.startswith('"'):
-                try:
-                    name = tomllib.loads(f"x = {raw}")["x"]
-                except tomllib.TOMLDecodeError:
-                    continue
-            else:
-                name = raw.strip("'")
-            out.setdefault((table, name), n)
+def _refuser(source: str | None, lines: Lines):
+    def refuse(table: str, name: str, message: str) -> VocabularyError:
+        line = lines.get((table, name))
+        where = source or "vocabulary"
+        at = f"{where}:{line}" if line is not None else where
+        shown = name if name.strip() else f'"{name}"'  # a blank name is still seen
+        entry = f"[{table}] {shown}" if (table, name) in lines or not lines else shown
+        return VocabularyError(f"{at}: {entry} {message}")
+    return refuse
+
+
+_LIST_INDEX = re.compile(r"\[[^\]]*\]|\[|\]")
+
+
+def _field_names(fields: list[tuple[str, str]], refuse) -> tuple[dict[str, tuple[str, int]], set[str], bool]:
+    """The field names of the SPEC and of ``fields``, the containers their paths descend into,
+    and whether a name is mapped onto kind."""
+    names: dict[str, tuple[str, int]] = {}
+    for f in FIELDS:
+        names[f] = (f, 0)
+        for i, alias in enumerate(FIELD_ALIASES.get(f, ()), start=1):
+            names[alias] = (f, i)
+    containers: set[str] = set()
+    mapped = False
+    for name, target in fields:
+        if not isinstance(target, str) or target not in FIELDS:
+            raise refuse("fields", name, f'= {_toml(target)}: not a canonical field; use one of {", ".join(FIELDS)}')
+        if _LIST_INDEX.search(name):
+            raise refuse("fields", name, f'= "{target}": a path cannot go into a list; map a member of an '
+                                         "object (write the list's item as its own field in your logger)")
+        parts = [name_key(p) for p in name.split(".")]
+        key = ".".join(parts)
+        if not all(parts) or key == "attrs":
+            raise refuse("fields", name, "is not a usable field name" + (
+                "; a path names members joined by single dots (lease.token)" if "." in name else
+                "; name the member of your log that holds the field" if not name.strip() else
+                "; attrs is where the auditor keeps what it does not read" if key == "attrs" else ""))
+        if names.get(key, (target, 0))[0] != target:
+            raise refuse("fields", name, f'= "{target}": "{name}" already means "{names[key][0]}"; remove this line')
+        names.setdefault(key, (target, ALIAS_PRIORITY_END + len(names)))
+        containers.update(".".join(parts[:i]) for i in range(1, len(parts)))
+        mapped = mapped or (target == "kind" and names[key][1] >= ALIAS_PRIORITY_END)
+    return names, containers, mapped
+
+
+def _meaning(target: object) -> tuple[str, Mapping[str, str]] | None:
+    if not isinstance(target, str):
+        return None
+    if target in KINDS:
+        return (target, _NOTHING)
+    return KIND_ALIASES.get(target)
+
+
+def _compiled(text: str, where: tuple[str, str], refuse) -> re.Pattern:
+    try:
+        return compile_pattern(text)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise refuse(where[0], where[1], f"'{text}' is not a regular expression Python reads ({e}); fix the "
+                                         "pattern (TOML literal strings, in single quotes, keep backslashes)")
+
+
+def _patterns(pairs: list[tuple[str, str]], exact: Mapping[str, tuple[str, Mapping[str, str]]],
+              refuse) -> list[Pattern]:
+    """``[kind_patterns]`` compiled, refused when one does not compile, two give one pattern two
+    kinds, or one matches a kind name (built-in or ``[kinds]``) of another kind."""
+    out: list[Pattern] = []
+    seen: dict[str, str] = {}
+    for text, target in pairs:
+        meaning = _meaning(target)
+        if meaning is None:
+            raise refuse("kind_patterns", text,
+                         f"= {_toml(target)}: not a kind the auditor knows; use one of {_KIND_LIST}")
+        regex = _compiled(text, ("kind_patterns", text), refuse)
+        folded = text.lower()
+        if seen.get(folded, meaning[0]) != meaning[0]:
+            raise refuse("kind_patterns", text, f'= "{target}": the same pattern already means "{seen[folded]}"; '
+                                                "remove this line")
+        seen.setdefault(folded, meaning[0])
+        for name, (kind, _implied) in exact.items():
+            if kind != meaning[0] and regex.search(name):
+                raise refuse("kind_patterns", text, f'= "{target}" also matches "{name}", which means "{kind}"; '
+                                                    "anchor the pattern (^...$) so that it matches only your messages")
+        out.append(Pattern(text, regex, meaning, target))
     return out
 
 
@@ -226,7 +275,9 @@ def vocabulary_of(v: "Vocabulary | str | os.PathLike | None") -> Vocabulary:
         return DEFAULT
     if isinstance(v, Vocabulary):
         return v
-    return Vocabulary.load(v)
+    from .vocabulary_file import load
+
+    return load(v)
 
 
 DEFAULT = Vocabulary.build()

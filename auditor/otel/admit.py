@@ -12,7 +12,8 @@ from typing import Any
 from ..core.model import Confidence, Event
 from ..detect.lease.live import LeaseWatch
 from ..detect.live.detector import LiveEvent
-from .convert import MappingError, event_from_record, record_event, typed_events
+from ..normalize.reference import Ignored
+from .convert import MappingError, checked_event, event_from_record, record_event, typed_events
 
 
 class Admission:
@@ -57,10 +58,17 @@ class Admission:
 
     def _admit(self, rec: dict[str, Any], now: float) -> None:
         """One record from span_records: checked, then queued for the detector."""
-        key = rec.get("workflow_key")
         try:
-            if key in self._observed or (rec.get("seq") is None and isinstance(key, str)):
-                event = event_from_record(rec, seq=0, vocabulary=self._vocabulary)
+            if self._typed:
+                key = rec.get("workflow_key")
+                observed = key in self._observed or (rec.get("seq") is None and isinstance(key, str))
+                event = event_from_record(rec, seq=0, vocabulary=self._vocabulary) if observed else None
+            else:  # a vocabulary's names: the key and the seq are known once it has read them
+                event, placed = checked_event(rec, self._vocabulary)
+                observed = event.workflow_key in self._observed or not placed
+                if not placed:
+                    event = dataclasses.replace(event, seq=0)
+            if observed:
                 key = event.workflow_key
                 if key not in self._observed and (key in self._pending or self._last_fed_seq(key) is not None):
                     # SPEC rev 3: a key ordered by seq stays so; this event is unplaced, never judged
@@ -68,8 +76,10 @@ class Admission:
                     return
                 self._admit_observed(key, event)
             else:
-                event = record_event(rec) if self._typed else None
-                self._admit_event(event or event_from_record(rec, vocabulary=self._vocabulary), now)
+                event = event or record_event(rec) or event_from_record(rec, vocabulary=self._vocabulary)
+                self._admit_event(event, now)
+        except Ignored:
+            self.ignored += 1  # declared irrelevant by the vocabulary: counted, never a warning
         except MappingError as e:
             self.unmapped += 1
             self._limited("auditor: ownership evidence not audited live: %s "

@@ -10,13 +10,14 @@ record needs the checks.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live.detector import LiveEvent
 from ..core.model import Event, Kind, Reporter, SinkResult
-from ..normalize.reference import Rejected, normalize
+from ..normalize.reference import Ignored, Rejected, normalize
 from ..core.instants import instant
 from ..store.typed import Prepared, typed
 from ..normalize.vocabulary import DEFAULT, Vocabulary
@@ -37,23 +38,41 @@ _REPORTERS = {r.value: r for r in Reporter}
 
 def event_from_record(rec: dict[str, Any], seq: int | None = None,
                       vocabulary: Vocabulary = DEFAULT) -> Event:
-    """A canonical ``Event`` from a ``map_span`` record; raises ``MappingError`` with the reason.
+    """A canonical ``Event`` from a ``map_span`` or ``map_log`` record; raises ``MappingError``
+    with the reason, or ``Ignored`` when the vocabulary's ``[ignore]`` declares it irrelevant.
 
     ``seq`` replaces a missing ``seq`` (the caller's observation order). ``attrs`` are redacted
     as the store redacts them (payload-like values hashed), on a copy: the record is persisted too.
     """
-    attrs = rec.get("attrs")
-    if attrs:
-        rec = dict(rec, attrs=copy.deepcopy(attrs))
+    event, placed = checked_event(rec, vocabulary)
+    if not placed:
+        if seq is None:
+            raise MappingError('"seq" is missing')
+        event = dataclasses.replace(event, seq=seq)
+    return event
+
+
+def checked_event(rec: dict[str, Any], vocabulary: Vocabulary = DEFAULT) -> tuple[Event, bool]:
+    """``(event, whether the record gave a seq)``: ``event_from_record`` without a seq of the
+    caller's (an event without one has ``seq`` None), for a record whose key is only known once
+    the vocabulary has read it (a log line's)."""
+    if any(isinstance(v, (dict, list)) for v in rec.values()):
+        rec = copy.deepcopy(rec)  # nested members go to attrs, redacted there: the record is persisted too
+    else:
+        attrs = rec.get("attrs")
+        if attrs:
+            rec = dict(rec, attrs=copy.deepcopy(attrs))
     try:
         out = normalize(rec.items(), vocabulary)
+    except Ignored:
+        raise
     except Rejected as e:
         raise MappingError(str(e)) from None
     s = out["seq"]
-    if s is None:
-        if seq is None:
-            raise MappingError('"seq" is missing')
-        s = seq
+    return _event(out, s), s is not None
+
+
+def _event(out: dict[str, Any], s: int | None) -> Event:
     sink_result, reporter = out["sink_result"], out["reporter"]
     return Event(seq=s, workflow_key=out["workflow_key"], kind=_KINDS[out["kind"]], epoch=out["epoch"],
                  worker=out["worker"], effect_key=out["effect_key"], sink=out["sink"],
@@ -63,7 +82,6 @@ def event_from_record(rec: dict[str, Any], seq: int | None = None,
                  lease_until=instant(out["lease_until"]), heartbeat=out["heartbeat"], reason=out["reason"],
                  authority_id=out["authority_id"], expires_at=instant(out["expires_at"]),
                  scope=out["scope"], decision=out["decision"])
-
 
 
 def span_events(span: "ReadableSpan") -> list[LiveEvent] | None:

@@ -98,6 +98,7 @@ class LiveAudit(StoreWriter, Admission, Alerts, ABC):
         self._on_finding = on_finding
         self._vocabulary = vocabulary_of(vocabulary)  # a bad --map file raises here, not in a hook
         self._typed = self._vocabulary is DEFAULT  # the typed shortcuts know only the SPEC's own names
+        self._shaped = self._vocabulary.shaped  # logs as teams write them: every log record is a line
         self._log = logger or _logger
         self._db = None if db is None else os.fspath(db)
         self._max_queue_size = max_queue_size
@@ -120,6 +121,7 @@ class LiveAudit(StoreWriter, Admission, Alerts, ABC):
         self.dropped_spans = 0        # queue full
         self.dropped_after_shutdown = 0
         self.unmapped = 0             # records the mapping could not turn into events
+        self.ignored = 0              # records the vocabulary's [ignore] declares irrelevant (SPEC rev 3)
         self.unplaced = 0             # events without seq on a key ordered by seq (SPEC rev 3): not fed
         self.persisted = 0            # records handed to the store
         self.persist_failures = 0     # records lost because the store failed

@@ -3,7 +3,9 @@
 Evidence recorded as log records (``event_name="ownership.<kind>"`` or an ``ownership.event``
 attribute, the ``ownership.*`` attributes as on spans) is audited by the same core as spans
 (``otel.core.LiveAudit``). No trace sampler drops a log record, so this door sees evidence from
-spans that were never sampled.
+spans that were never sampled. With a vocabulary that reads logs as teams write them (paths, a
+field mapped onto kind, patterns, [ignore]), every log record is read: its body and attributes
+as one log line (``otel_mapping.shaped_log``), each an event, ignored or quarantined.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class AuditLogRecordProcessor(LiveAudit, LogRecordProcessor):
                 return
             lr = log_record.log_record
             name = lr.event_name
-            if not (name and name.startswith(PREFIX)):
+            if not self._shaped and not (name and name.startswith(PREFIX)):
                 attrs = lr.attributes
                 if not attrs or _EVENT_ATTR not in attrs:
                     return
@@ -42,6 +44,6 @@ class AuditLogRecordProcessor(LiveAudit, LogRecordProcessor):
             self._once("on_emit", "auditor: on_emit failed; this log record is not audited", exc_info=True)
 
     def _records_of(self, item: Any) -> list[dict[str, Any]]:
-        rec = log_record(item)
+        rec = log_record(item, self._shaped)
         return [] if rec is None else [rec]
 

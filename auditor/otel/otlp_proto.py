@@ -82,9 +82,11 @@ def trace_records(body: bytes, reasons: list[str] | None = None) -> list[dict[st
     return out
 
 
-def log_records(body: bytes, reasons: list[str] | None = None) -> list[dict[str, Any]]:
+def log_records(body: bytes, reasons: list[str] | None = None, shaped: bool = False) -> list[dict[str, Any]]:
     """The canonical records of one protobuf ``ExportLogsServiceRequest`` (reasons as in
-    ``trace_records``)."""
+    ``trace_records``). ``shaped`` (``Vocabulary.shaped``: a ``--map`` that reads logs as teams
+    write them) makes every other log record a record too, its body and attributes for the
+    vocabulary to read (``otel_mapping.shaped_log``)."""
     from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
     out: list[dict[str, Any]] = []
@@ -107,7 +109,8 @@ def log_records(body: bytes, reasons: list[str] | None = None) -> list[dict[str,
                         reasons.append(f"log record {nth} of this request: {e}")
                     continue
                 rec = map_log(log.event_name or None, log.time_unix_nano or log.observed_time_unix_nano or None,
-                              attributes, resource, bool(log.dropped_attributes_count))
+                              attributes, resource, bool(log.dropped_attributes_count),
+                              _value(log.body) if shaped and log.HasField("body") else None, shaped)
                 if rec is not None:
                     out.append(rec)
     return out

@@ -15,8 +15,8 @@ from ..rules.grades import ordered
 from ..explain.incidents import severity, top
 from ..explain.result import AuditResult
 from . import visible
-from .words import (CONFIDENCE, LEASE_COLUMNS, accounting, actions, effects, freshness, lease_head, lease_row, lost_head,
-                    lost_items, num, plural, stale_window, transition, verification, window)
+from .words import (CONFIDENCE, LEASE_COLUMNS, accounting, actions, effects, freshness, ignored_entries, lease_head,
+                    lease_row, lost_head, lost_items, num, plural, stale_window, transition, verification, window)
 
 MAX_TABLE = 100  # incidents in the table (a step summary is limited to 1 MiB)
 MAX_DETAILED = 20  # incidents with their witness and actions
@@ -57,6 +57,8 @@ def render_markdown(result: AuditResult) -> str:
             out.append(f"- and {plural(more, 'more quarantined line')} (see the JSON document)")
         out.append("")
     out.append(f"Input: {accounting(inp)}; {plural(len(inp.files), 'file')}; ordering {result.ordering}.")
+    if inp.ignore:
+        out += [""] + [f"- {text(line)}" for line in ignored_entries(inp, limit=20)] + [""]
     if result.scope is not None:
         out.append(f"Scope: {text(result.scope.describe())} (detection ran over every event).")
     out += [f"Workflows {num(s['workflows'])}, acquisitions {num(s['acquisitions'])}, "

@@ -18,8 +18,8 @@ from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
 from ..rules.grades import ordered, spec
 from ..explain.incidents import severity, top
 from ..explain.result import AuditResult
-from .words import (CONFIDENCE, accounting, actions, incident_facts, lease_head, lease_row, lost_head,
-                    lost_items, num, plural, transition)
+from .words import (CONFIDENCE, accounting, actions, ignored_entries, incident_facts, lease_head, lease_row,
+                    lost_head, lost_items, num, plural, transition)
 
 if TYPE_CHECKING:
     from ..explain.expect import Comparison
@@ -52,6 +52,7 @@ def summary_lines(result: AuditResult) -> list[Text]:
     out.extend(lost_lines(result))
     out.append(Text(
         f"input: {accounting(inp)}; {plural(len(inp.files), 'file')}; ordering {result.ordering}"))
+    out.extend(Text(f"  {clean(line)}") for line in ignored_entries(inp, limit=5))
     if inp.skipped:
         first = inp.skipped[0]
         out.append(Text(f"skipped: {plural(len(inp.skipped), 'path')} that "
@@ -185,8 +186,9 @@ def print_ingested(db: object, counts: list, total: "InputSummary", file: IO[str
         if c.skipped:
             lines.append(Text(f"{clean(c.name)}: already ingested, nothing added"))
         else:
+            ignored = f" + {num(c.ignored)} ignored" if c.ignored else ""
             lines.append(Text(f"{clean(c.name)}: {num(c.lines_read)} lines read = {num(c.events)} events + "
-                              f"{num(c.duplicates)} duplicates + {num(c.quarantined)} quarantined"))
+                              f"{num(c.duplicates)} duplicates + {num(c.quarantined)} quarantined{ignored}"))
     for skip in total.skipped:
         lines.append(Text(f"{clean(skip.path)}: skipped, {clean(skip.reason)}"))
     lines.append(Text(f"{clean(db)}: {plural(total.events, 'event')} from {plural(len(total.files), 'file')}"))

@@ -5,12 +5,13 @@ summary and the HTML context say the same thing the same way ("1 file", "6,865 i
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from ..core.model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
 
 if TYPE_CHECKING:
-    from ..core.model import InputSummary
+    from ..core.model import IgnoredEntry, InputSummary
     from ..detect.lease.facts import GroupHealth, LeaseHealth
     from ..explain.result import AuditResult
 
@@ -140,6 +141,29 @@ def accounting(inp: "InputSummary") -> str:
     if inp.unplaced:
         text += f" ({num(inp.unplaced)} of the events unplaced: no seq in a key ordered by seq)"
     return text
+
+
+def ignore_label(e: "IgnoredEntry") -> str:
+    """An ``[ignore]`` entry as its vocabulary writes it: ``[ignore] kind_patterns '^GET /'``."""
+    entry = f"'{e.entry}'" if e.table == "kind_patterns" else json.dumps(e.entry, ensure_ascii=False)
+    return f"[ignore] {e.table} {entry}"
+
+
+def ignored_entries(inp: "InputSummary", samples: int = 3, limit: int | None = None) -> list[str]:
+    """One line per ``[ignore]`` entry that matched (SPEC rev 3: nothing hides behind one):
+    ``1,500 ignored by [ignore] kind_patterns '^GET /' (first app.jsonl:2; "GET /healthz 200", ...)``,
+    raw text; past ``limit`` entries, one line says how many more the JSON document lists."""
+    out = []
+    shown = inp.ignore if limit is None else inp.ignore[:limit]
+    for e in shown:
+        values = ", ".join(json.dumps(v[:60], ensure_ascii=False) for v in e.samples[:samples])
+        more = ", ..." if len(e.samples) > samples else ""
+        out.append(f"{num(e.lines)} ignored by {ignore_label(e)} (first {e.file}:{e.line}; {values}{more})")
+    if len(shown) < len(inp.ignore):
+        rest = inp.ignore[len(shown):]
+        entries = plural(len(rest), "more [ignore] entry", "more [ignore] entries")
+        out.append(f"and {num(sum(e.lines for e in rest))} ignored by {entries} (the JSON document lists them)")
+    return out
 
 
 def lost_head(result: "AuditResult") -> str:

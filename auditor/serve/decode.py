@@ -85,37 +85,40 @@ def decode_request(signal: str, body: bytes, content_type: str, encoding: str, l
         return "error", 415, ctype, f"Content-Encoding {encoding[:40]!r} is not supported; use gzip"
     if not (content_type.startswith(JSON) or content_type.startswith(PROTOBUF)):
         return "error", 415, JSON, f"Content-Type {content_type[:60]!r}: send {PROTOBUF} or {JSON}"
+    vocab = _vocabulary(vocabulary)
     try:
-        records, reasons = _decode(signal, body, ctype)
+        records, reasons = _decode(signal, body, ctype, vocab.shaped)
     except ValueError as e:
         return "error", 400, ctype, str(e)
     what = "span or span event" if signal == "traces" else "log record"
-    records, refused = screen(records, roles, max_key_bytes, _vocabulary(vocabulary), what)
+    records, refused = screen(records, roles, max_key_bytes, vocab, what)
     reasons += refused
     if prepare and records:
         return "ok", PackedRecords(records), reasons, split_ahead(records)
     return "ok", records, reasons, None
 
 
-def _decode(signal: str, body: bytes, ctype: str) -> tuple[list[dict[str, Any]], list[str]]:
+def _decode(signal: str, body: bytes, ctype: str, shaped: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    """``shaped`` (a ``--map`` that reads logs as teams write them, ``Vocabulary.shaped``): every
+    log record is a record, its body and attributes one log line (``otel_mapping.shaped_log``)."""
     if ctype == JSON:
-        return _decode_json(body)
+        return _decode_json(body, shaped)
     from google.protobuf.message import DecodeError
 
     reasons: list[str] = []
     try:
-        return (trace_records(body, reasons) if signal == "traces" else log_records(body, reasons)), reasons
+        return (trace_records(body, reasons) if signal == "traces" else log_records(body, reasons, shaped)), reasons
     except DecodeError:
         pass
     try:
-        return lenient_records(signal, body)
+        return lenient_records(signal, body, shaped)
     except DecodeError:
         raise ValueError(f"body is not an OTLP protobuf {signal} export request") from None
 
 
-def _decode_json(body: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+def _decode_json(body: bytes, shaped: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     try:
-        return request_records(orjson.loads(body))
+        return request_records(orjson.loads(body), shaped)
     except orjson.JSONDecodeError:
         pass
     # Python's reader takes NaN, Infinity and 1e400 (the normalizer then refuses such a seq, per
@@ -124,7 +127,7 @@ def _decode_json(body: bytes) -> tuple[list[dict[str, Any]], list[str]]:
         doc = json.loads(body.decode("utf-8", "surrogateescape"))
     except (ValueError, RecursionError):
         raise ValueError("body is not valid JSON") from None
-    records, reasons = request_records(doc)
+    records, reasons = request_records(doc, shaped)
     kept = []
     for n, rec in enumerate(records, 1):
         if _has_surrogate(rec):

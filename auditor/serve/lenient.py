@@ -12,7 +12,7 @@ Only for requests the strict parse refused: the usual path never pays for it.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from ..otel.otlp_proto import log_records, trace_records
@@ -68,17 +68,17 @@ def _strict(cls, raw: bytes):
         return None
 
 
-def lenient_records(signal: str, body: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+def lenient_records(signal: str, body: bytes, shaped: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """The records and refusal reasons of a request the strict parse refused; raises
     ``google.protobuf.message.DecodeError`` when even the lenient schema cannot read it (then it
-    is not an OTLP request at all)."""
+    is not an OTLP request at all). ``shaped`` as in ``otlp_proto.log_records``."""
     Lenient, Strict = _lenient(signal)
     request = Lenient.FromString(body)
     records: list[dict[str, Any]] = []
     reasons: list[str] = []
     traces = signal == "traces"
     groups = request.resource_spans if traces else request.resource_logs
-    read = trace_records if traces else log_records
+    read = trace_records if traces else partial(log_records, shaped=shaped)
     what = "span" if traces else "log record"
     nth = 0
     for group in groups:

@@ -258,10 +258,10 @@ class Receiver:
         return {"status": "shutting_down" if self._closed else "ok", "records": self.records,
                 "refused_requests": self.refused, "unreadable_items": self.bad_items,
                 "requests_refused_whole": self.refused_requests, "queue": len(a._queue),  # noqa: SLF001
-                "findings_live": len(a.findings), "unmapped": a.unmapped, "persisted": k.persisted,
-                "quarantined": k.quarantined, "unwritten": k.unwritten, "spooled": self.spool.written,
-                "spool_syncs": self.spool.syncs, "store_retries": k.retries, "persist_failures": 0,
-                "late_events": a.detector.late_events, "evicted_keys": a.detector.evicted_keys,
+                "findings_live": len(a.findings), "unmapped": a.unmapped, "ignored": a.ignored,
+                "persisted": k.persisted, "quarantined": k.quarantined, "unwritten": k.unwritten,
+                "spooled": self.spool.written, "spool_syncs": self.spool.syncs, "store_retries": k.retries,
+                "persist_failures": 0, "late_events": a.detector.late_events, "evicted_keys": a.detector.evicted_keys,
                 "alerts": len(a._alerted), "decoders": self.config.decoders if self._pool is not None else 0}  # noqa: SLF001
 
     def document_list(self, key: str) -> bytes:

@@ -35,6 +35,7 @@ timelines come with the result). pyspark is an optional extra (``pip install
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -48,10 +49,11 @@ from ..pipeline import check_events, result_of
 from ..core.errors import AuditorError, at_the_edge
 from ..explain.incidents import drawn_keys
 from ..core.limits import Limits
-from ..core.model import Grade, SkippedPath, UnplacedLine
+from ..core.model import Grade, IgnoredEntry, SkippedPath, UnplacedLine
 from ..explain.result import AuditResult, AuditSession, InputSummary, QuarantinedLine
 from ..explain.scope import Scope
 from ..normalize.vocabulary import Vocabulary, vocabulary_of
+from ..store.ignored import summarize
 from . import tasks
 from .events import (SparkStats, _conflicts, _first_observations, _lease_health, _malformed, _merge, _numbered,
                      _timelines)
@@ -164,7 +166,7 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
     s1 = stage1.persist(StorageLevel.MEMORY_AND_DISK)
     kept = None
     try:
-        files, quarantine = _accounting(s1, names, stats)
+        files, quarantine, ignore = _accounting(s1, names, stats)
         stats.stage1_s = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -178,7 +180,7 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         events = sum(r.events for r in rows if r.kind == "time")
         found, read = _merge(rows, stats)
         del rows
-        summary, unplaced = _summary(files, names, quarantine, skipped, events, read)
+        summary, unplaced = _summary(files, names, quarantine, ignore, skipped, events, read)
         check_events(summary)
         conflicts += _malformed(read["malformed"])
         health = _lease_health(kept, names, by, heartbeat_misses)
@@ -212,12 +214,15 @@ def _stage1(spark: "SparkSession", df_or_paths: Any, fmt: str, keep_payloads: bo
             {sid: name for sid, name, _path, _url in sources})
 
 
-def _accounting(s1: "DataFrame", names: dict[int, str], stats: SparkStats) -> tuple[list, list[QuarantinedLine]]:
-    """Each file's accounting rows (``STAGE1`` tag s, in source order) and the first quarantined
-    lines; raises the single-node audit's error for the first file that could not be read."""
+def _accounting(s1: "DataFrame", names: dict[int, str],
+                stats: SparkStats) -> tuple[list, list[QuarantinedLine], list[IgnoredEntry]]:
+    """Each file's accounting rows (``STAGE1`` tag s, in source order), the first quarantined
+    lines and the [ignore] entries of the whole input (tag i rows, merged as ``Store.input_summary``
+    merges them on one machine); raises the single-node audit's error for the first file that
+    could not be read."""
     meta = s1.filter(s1.tag != "e").select(
         "tag", "source_id", "name", "line", "reason", "lines_read", "normalized", "quarantined",
-        "seconds", "message", "ts_us").collect()
+        "ignored", "obs", "seconds", "message", "ts_us").collect()
     failed = sorted((r for r in meta if r.tag == "x"), key=lambda r: r.source_id)
     if failed:  # the single-node audit stops at the first file it cannot read
         raise _error(failed[0].reason, failed[0].message)
@@ -225,7 +230,9 @@ def _accounting(s1: "DataFrame", names: dict[int, str], stats: SparkStats) -> tu
     stats.files = [(r.name, r.seconds) for r in files]
     quarantine = [QuarantinedLine(names[r.source_id], r.line, r.reason) for r in sorted(
         (r for r in meta if r.tag == "q"), key=lambda r: (r.source_id, r.line))][:tasks.QUARANTINE_FIRST]
-    return files, quarantine
+    ignore = summarize((r.name, r.reason, r.ignored, names[r.source_id], r.line, json.loads(r.message))
+                       for r in sorted((r for r in meta if r.tag == "i"), key=lambda r: r.obs))
+    return files, quarantine, ignore
 
 
 def _detect(names: dict[int, str], newest_us: int | None):
@@ -254,8 +261,8 @@ def _stage2(kept: "DataFrame", names: dict[int, str], files: list, n: int) -> li
     return rows if newest == assumed else stage2(newest)
 
 
-def _summary(files: list, names: dict[int, str], quarantine: list[QuarantinedLine], skipped: list[SkippedPath],
-             events: int, read: dict[str, list]) -> tuple[InputSummary, dict[str, int]]:
+def _summary(files: list, names: dict[int, str], quarantine: list[QuarantinedLine], ignore: list[IgnoredEntry],
+             skipped: list[SkippedPath], events: int, read: dict[str, list]) -> tuple[InputSummary, dict[str, int]]:
     """The input accounting of the whole run, and the unplaced events by kind, from the files'
     rows and what the partitions read (``tasks.INPUT_PARTS``)."""
     unplaced: dict[str, int] = {}
@@ -266,7 +273,8 @@ def _summary(files: list, names: dict[int, str], quarantine: list[QuarantinedLin
     summary = InputSummary(
         files=list(dict.fromkeys(names.values())), lines_read=sum(r.lines_read for r in files),
         events=events, duplicates=sum(r.normalized for r in files) - events,
-        quarantined=sum(r.quarantined for r in files), unplaced=sum(unplaced.values()),
+        quarantined=sum(r.quarantined for r in files), ignored=sum(r.ignored or 0 for r in files),
+        ignore=ignore, unplaced=sum(unplaced.values()),
         quarantine=quarantine, unplaced_first=[UnplacedLine(*r[:4]) for r in first[:tasks.QUARANTINE_FIRST]],
         skipped=skipped)
     return summary, unplaced

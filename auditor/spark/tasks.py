@@ -53,9 +53,11 @@ EVENT_COLUMNS = (
 EVENT_NAMES = tuple(c.split()[0] for c in EVENT_COLUMNS.split(", "))
 #: Stage 1's output: one row per event (tag e), one of the first quarantined lines of a file (q),
 #: the file's accounting and newest event time in ts_us (s), or a file that could not be read
-#: at all (x, with the message the single-node audit would raise, and its class in reason).
+#: at all (x, with the message the single-node audit would raise, and its class in reason), and
+#: one per [ignore] entry that matched lines of the file (i: the entry's table in name, the entry
+#: in reason, its lines in ignored, the first in line and obs, its values as JSON in message).
 STAGE1 = ("tag string, name string, reason string, lines_read long, normalized long, "
-          "quarantined long, seconds double, message string, " + EVENT_COLUMNS)
+          "quarantined long, ignored long, seconds double, message string, " + EVENT_COLUMNS)
 #: What makes two events with one ``event_id`` the same event (an exact duplicate, collapsed):
 #: every column but the row's identity and ``ts_us`` (parsed from ``ts``), as ``store.sql``'s
 #: ``drop_duplicates`` compares them. One id naming two contents is an ``event_id_conflict``.
@@ -82,6 +84,9 @@ FROM events"""
 #: file can contribute more than that many to it.
 QUARANTINE_FIRST = 20
 _QUARANTINE_OUT = "SELECT 'q' AS tag, source_id, line, reason FROM quarantine ORDER BY line LIMIT ?"
+#: Every [ignore] entry's count of a file (a handful of rows: one per entry that matched).
+_IGNORED_OUT = ("SELECT 'i' AS tag, source_id, entry_table AS name, entry AS reason, lines AS ignored, "
+                "first_line AS line, first_obs AS obs, to_json(samples)::VARCHAR AS message FROM ignore_entries")
 _EVENTS_IN = """
 INSERT INTO events (event_id, ord, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink,
                     sink_result, reporter, step_id, ts, ts_utc, attrs, source_id, line,
@@ -161,11 +166,12 @@ def _normalized(store, source_id: int, name: str, counts, seconds: float) -> Ite
     for batch in store.con.sql(_EVENTS_OUT).to_arrow_reader(65_536):
         yield from _conform(batch, schema)
     yield from _conform(store.con.sql(_QUARANTINE_OUT, params=[QUARANTINE_FIRST]).to_arrow_table(), schema)
+    yield from _conform(store.con.sql(_IGNORED_OUT).to_arrow_table(), schema)
     (newest,) = store.con.execute("SELECT epoch_us(max(ts_utc)) FROM events").fetchone()
     yield from _conform(pa.table({
         "tag": ["s"], "source_id": pa.array([source_id], pa.int32()), "name": [name],
         "lines_read": [counts.lines_read], "normalized": [counts.events + counts.duplicates],
-        "quarantined": [counts.quarantined], "seconds": [seconds],
+        "quarantined": [counts.quarantined], "ignored": [counts.ignored], "seconds": [seconds],
         "ts_us": pa.array([newest], pa.int64())}), schema)
 
 

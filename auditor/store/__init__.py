@@ -106,6 +106,7 @@ class Store(Appending, Accounting):
         fields, as such a store holds none; positions numbered in observation order, and the
         order detection uses decided again by revision 3's rule)."""
         typed = {"lease_until": "TIMESTAMPTZ", "expires_at": "TIMESTAMPTZ"}
+        self._read_older_accounting()
         have = {r[0] for r in self.con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
             "AND schema_name = 'main' AND table_name = 'events'").fetchall()}
@@ -122,6 +123,21 @@ class Store(Appending, Accounting):
             f"CREATE TEMP VIEW events AS SELECT * EXCLUDE (ord), CASE WHEN bool_or(seq IS NOT NULL) OVER "
             f"(PARTITION BY workflow_key) THEN seq ELSE position END AS ord FROM (SELECT *{added}, "
             f"row_number() OVER (ORDER BY obs) AS position, NULL::VARCHAR[] AS dropped FROM {quoted}.main.events)")
+
+    def _read_older_accounting(self) -> None:
+        """A store written before revision 3's [ignore], opened read-only: no line was ignored."""
+        tables = {r[0]: r[1] for r in self.con.execute(
+            "SELECT table_name, list(column_name) FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND schema_name = 'main' GROUP BY table_name").fetchall()}
+        if "sources" not in tables:
+            return
+        ((db,),) = self.con.execute("SELECT current_database()").fetchall()
+        quoted = '"' + db.replace('"', '""') + '"'
+        if "ignored" not in tables["sources"]:
+            self.con.execute(f"CREATE TEMP VIEW sources AS SELECT *, 0::BIGINT AS ignored FROM {quoted}.main.sources")
+        if "ignore_entries" not in tables:
+            self.con.execute("CREATE TEMP TABLE ignore_entries (source_id INTEGER, entry_table VARCHAR, entry VARCHAR, "
+                             "lines BIGINT, first_line BIGINT, first_obs BIGINT, samples VARCHAR[])")
 
     def _number_older_events(self) -> None:
         """A store written before revision 3 gains positions, and the order revision 3 decides."""

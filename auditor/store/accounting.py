@@ -14,6 +14,7 @@ from ..core.model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind,
                           SinkResult, UnplacedLine)
 from ..core.sql import QUIET
 from ..rules import stable_id
+from .ignored import ignore_summary
 from .schema import SQL
 
 if TYPE_CHECKING:
@@ -29,12 +30,13 @@ class Accounting:
     con: "duckdb.DuckDBPyConnection"
 
     def input_summary(self, first: int = 20) -> InputSummary:
-        lines_read, events, duplicates, quarantined = self.con.execute(SQL["totals"]).fetchone()
+        lines_read, events, duplicates, quarantined, ignored = self.con.execute(SQL["totals"]).fetchone()
         files = [r[0] for r in self.con.execute(  # a live processor appends one name many times
             "SELECT name FROM sources GROUP BY name ORDER BY min(source_id)").fetchall()]
         sample = [QuarantinedLine(*r) for r in self.con.execute(SQL["quarantine_first"], [first]).fetchall()]
-        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined),
+        return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), int(ignored),
                             unplaced=sum(self.unplaced_kinds().values()), quarantine=sample,
+                            ignore=ignore_summary(self.con) if ignored else [],
                             unplaced_first=[UnplacedLine(*r[:4]) for r in self.con.execute(
                                 SQL["unplaced_first"], [first]).fetchall()],
                             skipped=list(self.skipped))

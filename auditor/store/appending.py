@@ -11,10 +11,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.fields import (BLANK, CORE_KINDS, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE,
-                           KINDS, REPORTERS, SINK_RESULTS)
+from ..core.fields import (BLANK, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE,
+                           REPORTERS, SINK_RESULTS)
 from ..normalize.reference import SQL_SHAPE
 from ..normalize.vocabulary import REASONS
+from .ignored import count_ignored
+from .prefilter import stage_params
 from .schema import SQL
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ APPEND_ROWS = 4 * 122_880
 
 @dataclass(frozen=True, slots=True)
 class SourceCounts:
-    """What one input file contributed: ``lines_read = events + duplicates + quarantined``."""
+    """What one input file contributed: ``lines_read = events + duplicates + quarantined + ignored``."""
 
     name: str
     lines_read: int
@@ -41,13 +43,13 @@ class SourceCounts:
     duplicates: int
     quarantined: int
     skipped: bool = False  # the same bytes were already ingested into this store
+    ignored: int = 0       # lines the vocabulary's [ignore] entries declare irrelevant (SPEC rev 3)
 
 
 #: The stage query's lists, from the vocabulary, bound as parameters (never spliced into the SQL).
 _STAGE_PARAMS = {
     "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "effect_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
                              | {"attrs": "JSON"}),
-    "kinds": [k for k in KINDS if k in CORE_KINDS],
     "effect_kinds": sorted(EFFECT_KINDS), "heartbeats": list(HEARTBEATS), "decisions": list(DECISIONS),
     "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
     "not_utf8": REASONS["not_utf8"], "not_json": REASONS["not_json"], "instant_shape": INSTANT_SHAPE,
@@ -133,20 +135,22 @@ class Appending:
                     typed_chunk = _no_typed()
             if held:
                 lines_read += self._stage(held, typed_chunk, source_id, base)
+            ignored = count_ignored(con, source_id, self.vocabulary).get(source_id, 0)
             ((quarantined,),) = con.execute(SQL["quarantine_staged"], [source_id]).fetchall()
             con.execute(SQL["drop_rejected"], [source_id])
-            normalized = lines_read - quarantined
+            normalized = lines_read - quarantined - ignored
             con.execute(SQL["drop_duplicates"], [source_id])
             (after,) = con.execute("SELECT count(*) FROM events").fetchone()
             added = after - before
             con.execute(
-                "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined])
+                "INSERT INTO sources (source_id, name, digest, format, lines_read, events, duplicates, quarantined, "
+                "ignored) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined, ignored])
             ((numbered,),) = con.execute(SQL["numbered"], [source_id, base]).fetchall()
             if not numbered:
                 con.execute(SQL["positions"], [source_id, base])
             con.execute(SQL["observed_order"])
-        return SourceCounts(name, lines_read, added, normalized - added, quarantined)
+        return SourceCounts(name, lines_read, added, normalized - added, quarantined, ignored=ignored)
 
     def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int,
                position_base: int | None = None) -> int:
@@ -164,7 +168,7 @@ class Appending:
                 max_chunksize=STAGE_BATCH_ROWS)], schema)
         held.clear()
         ((staged,),) = self.con.execute(SQL["stage"], dict(
-            _STAGE_PARAMS, source_id=source_id, keep_payloads=self.keep_payloads,
+            _STAGE_PARAMS, **stage_params(self.vocabulary), source_id=source_id, keep_payloads=self.keep_payloads,
             careful=self.careful, position_base=position_base)).fetchall()
         return staged
 
@@ -213,8 +217,9 @@ class Appending:
             if parts:
                 # One table of all the lines: ten thousand files' batches would be as many tiny scans.
                 self._stage([pa.concat_tables(parts).combine_chunks()], _no_typed(), first)
-                counts = {sid: (read, bad) for sid, read, bad in
+                counts = {sid: (read, bad, skip) for sid, read, bad, skip in
                           con.execute(SQL["staged_counts_by_source"], [first]).fetchall()}
+                count_ignored(con, first, self.vocabulary)
                 con.execute(SQL["quarantine_staged"], [first])
                 con.execute(SQL["drop_rejected"], [first])
                 con.execute(SQL["drop_duplicates"], [first])
@@ -225,15 +230,16 @@ class Appending:
             rows = []
             for k, i in enumerate(todo):
                 name, fmt, _chunks, digest = items[i]
-                read, bad = counts.get(first + k, (0, 0))
+                read, bad, skip = counts.get(first + k, (0, 0, 0))
                 n = added.get(first + k, 0)
-                out[i] = SourceCounts(name, read, n, read - bad - n, bad)
-                rows.append((first + k, name, digest, fmt, read, n, read - bad - n, bad))
+                out[i] = SourceCounts(name, read, n, read - bad - skip - n, bad, ignored=skip)
+                rows.append((first + k, name, digest, fmt, read, n, read - bad - skip - n, bad, skip))
             # One INSERT of lists unnested side by side: executemany runs a statement per row, and
             # an Arrow table of Python lists imports pandas (see arrow.py).
-            con.execute("INSERT INTO sources SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+            con.execute("INSERT INTO sources (source_id, name, digest, format, lines_read, events, duplicates, "
+                        "quarantined, ignored) SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                         "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
-                        "unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
+                        "unnest(?::BIGINT[]), unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
             ((base,),) = con.execute(SQL["position_base"], [first]).fetchall()
             con.execute(SQL["positions"], [first, base])
             con.execute(SQL["observed_order"])

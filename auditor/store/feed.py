@@ -120,7 +120,7 @@ def _open_source(store: Store, source: Source, fmt: str, progress: Progress | No
     reader = BY_NAME.get(fmt)
     if reader is None:
         raise InputError(f"{source.name}: unknown format {fmt!r}; use one of {', '.join(NAMES)}")
-    chunks = reader.read(source, store.con, progress)
+    chunks = reader.read(source, store.con, progress, store.vocabulary.shaped)
     if reader.read_ahead and (source.spooled or source.size > SMALL_FILE):  # a small file is read whole
         chunks = read_ahead(chunks)
     return fmt, chunks, digest

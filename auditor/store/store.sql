@@ -59,6 +59,18 @@ CREATE TABLE IF NOT EXISTS quarantine (
     line      BIGINT NOT NULL,
     reason    VARCHAR NOT NULL
 );
+-- Revision 3: lines a vocabulary's [ignore] entries declare irrelevant, counted per source (never
+-- events, never quarantined), and per source and entry: how many, the first, and up to 10 values.
+ALTER TABLE sources ADD COLUMN IF NOT EXISTS ignored BIGINT DEFAULT 0;
+CREATE TABLE IF NOT EXISTS ignore_entries (
+    source_id   INTEGER NOT NULL,
+    entry_table VARCHAR NOT NULL,  -- 'kinds' (an exact value) or 'kind_patterns' (a regular expression)
+    entry       VARCHAR NOT NULL,  -- as written in the vocabulary
+    lines       BIGINT NOT NULL,
+    first_line  BIGINT NOT NULL,
+    first_obs   BIGINT NOT NULL,
+    samples     VARCHAR[] NOT NULL -- distinct values, in the order first seen
+);
 
 -- name: stage
 -- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR)
@@ -66,14 +78,19 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- pos numbers the records of a source uniquely, bad is a reason a reader already found) normalized
 -- straight into the events table, one row per line that is not blank: an event, or a rejected
 -- line (kind '', the quarantine reason in reason) that quarantine_staged moves to the quarantine
--- and drop_rejected removes before the transaction ends. One statement, no staged copy: handing
+-- and drop_rejected removes before the transaction ends, or an ignored line (kind '', reason null,
+-- the kind value in worker: SPEC rev 3's [ignore]) that ignored_staged counts. One statement, no staged copy: handing
 -- the rows to Python as arrow and appending them again cost a tenth of the ingest
 -- (bench/RESULTS.md). The count it returns is the lines it staged. Named parameters, all from auditor/vocabulary.py through store.py:
 -- $source_id, $keep_payloads, $careful (every line through auditor_normalize: the reference the fast
 -- path is pinned to), $fast_shape (json_transform structure of the canonical fields),
--- $kinds (the kinds it takes: not the authority kinds), $effect_kinds, $sink_results, $reporters, $heartbeats, $decisions,
+-- $effect_kinds, $sink_results, $reporters, $heartbeats, $decisions,
 -- $slow_shape (auditor_normalize's output), $not_utf8, $not_json (reasons), $blank (the characters
--- str.strip removes: a text value starting with one may be blank, so it goes to auditor_normalize).
+-- str.strip removes: a text value starting with one may be blank, so it goes to auditor_normalize),
+-- and the vocabulary's ($fast_kinds, the kinds its entries leave as they are; $fast_ok, false when
+-- a path reads into attrs) and its [ignore] pre-decision ($prefilter and the $kind_* and $ignore_*
+-- lists, store/prefilter.py: a line whose one kind value an [ignore] entry matches and no kind
+-- entry does is ignored without the Python normalizer, exactly when the normalizer would ignore it).
 -- Speed matters here (every line of every log passes once): a line that opens an object right
 -- away, names each canonical field at most once, as written in the contract, with values (none
 -- null) of the right type and nothing to fix, is parsed once by json_transform (the fast path). Every
@@ -95,7 +112,7 @@ WITH decoded AS (
 ), sorted AS (
     -- A text value is taken as written when it is not blank and cannot be an object or array
     -- (json_transform hands those over as their JSON text); integers when they read back as written.
-    SELECT *, coalesce(NOT $careful AND given_bad IS NULL AND j IS NOT NULL
+    SELECT *, coalesce(NOT $careful AND $fast_ok AND given_bad IS NULL AND j IS NOT NULL
         -- Every member is a canonical field, named once, not null: json_transform fills one field
         -- per canonical name (case-sensitive), so the count of filled fields reaches the count of
         -- members only then (list_has_all and list_distinct cost a hash table per line: 40 % of this).
@@ -108,7 +125,7 @@ WITH decoded AS (
             + (j.reason IS NOT NULL)::INTEGER + (j.authority_id IS NOT NULL)::INTEGER
             + (j.expires_at IS NOT NULL)::INTEGER + (j.scope IS NOT NULL)::INTEGER
             + (j.decision IS NOT NULL)::INTEGER + (j.attrs IS NOT NULL)::INTEGER
-        AND list_contains($kinds, j.kind)
+        AND list_contains($fast_kinds, j.kind)
         AND (j.seq IS NULL OR try_cast(j.seq AS BIGINT)::VARCHAR = j.seq)
         AND (j.kind = 'outcome_verified' OR try_cast(j.epoch AS BIGINT)::VARCHAR = j.epoch AND NOT starts_with(j.epoch, '-'))
         AND ((json_type(j.workflow_key) = 'VARCHAR' AND NOT contains($blank, left(j.workflow_key ->> '$', 1)))
@@ -132,17 +149,56 @@ WITH decoded AS (
         AND (j.reason IS NULL OR (NOT contains($blank, left(j.reason, 1)) AND NOT starts_with(j.reason, '{') AND NOT starts_with(j.reason, '[')))
         AND (j.scope IS NULL OR (NOT contains($blank, left(j.scope, 1)) AND NOT starts_with(j.scope, '{') AND NOT starts_with(j.scope, '['))), false) AS fast
     FROM (SELECT *, CASE WHEN j IS NOT NULL THEN json_keys(s) END AS keys FROM parsed)
+), relevant AS (
+    -- SPEC rev 3, [ignore]: the members that could give the kind (any spelling whose letters and
+    -- digits, lower case, are those of a kind name, path or container: a superset of what the
+    -- normalizer reads as one). Only a line with exactly one, an ASCII key, is decided here.
+    SELECT *, CASE WHEN $prefilter AND NOT fast AND j IS NOT NULL
+                        AND strlen(array_to_string(keys, '')) = length(array_to_string(keys, ''))
+                   THEN list_filter(keys, lambda k: list_contains($kind_relevant,
+                                                                  lower(regexp_replace(k, '[^A-Za-z0-9]', '', 'g'))))
+              END AS rel
+    FROM sorted
+), valued AS (
+    -- The one kind value: a JSON string under a flat spelling ($kind_flat, read at $kind_flat_paths),
+    -- or under the one path into the container $kind_container whose only relevant member is $kind_leaf.
+    SELECT *, CASE WHEN len(rel) = 1 THEN CASE
+                  WHEN list_contains($kind_flat, rel[1])
+                       AND json_type(s, $kind_flat_paths)[list_position($kind_flat, rel[1])] = 'VARCHAR'
+                  THEN json_extract_string(s, $kind_flat_paths)[list_position($kind_flat, rel[1])]
+                  WHEN $kind_nested AND rel[1] = $kind_container AND json_type(s, $kind_container_path) = 'OBJECT'
+                       AND len(list_filter(json_keys(s, $kind_container_path), lambda k:
+                               strlen(k) <> length(k)
+                               OR lower(regexp_replace(k, '[^A-Za-z0-9]', '', 'g')) = $kind_leaf_letters)) = 1
+                       AND list_contains(json_keys(s, $kind_container_path), $kind_leaf)
+                       AND json_type(s, $kind_path) = 'VARCHAR'
+                  THEN s ->> $kind_path END END AS v
+    FROM relevant
+), decided AS (
+    -- Ignored here only where the normalizer ignores it: printable ASCII (re and RE2 agree there),
+    -- not blank, no exact kind name as written, by name_key or by its last dotted part, no kind
+    -- pattern, and an [ignore] value (by name_key) or pattern.
+    SELECT * EXCLUDE (rel, v, nk), CASE WHEN nk IS NOT NULL
+                AND NOT list_contains($kind_keys, v) AND NOT list_contains($kind_keys, nk)
+                AND NOT list_contains($kind_keys, regexp_extract(nk, '[^.]*$'))
+                AND NOT coalesce(regexp_matches(v, $kind_union, 'i'), false)
+                AND (list_contains($ignore_keys, nk) OR coalesce(regexp_matches(v, $ignore_union, 'i'), false))
+           THEN v END AS skip
+    FROM (SELECT *, CASE WHEN v <> '' AND NOT starts_with(v, ' ') AND NOT regexp_matches(v, '[^\x20-\x7e]')
+                         THEN lower(regexp_replace(trim(v), '([a-z0-9])([A-Z])', '\1_\2', 'g')) END AS nk
+          FROM valued)
 ), norm AS (
-    SELECT line, pos, fast, j,
+    SELECT line, pos, fast, j, skip,
            CASE WHEN given_bad IS NOT NULL THEN given_bad WHEN s IS NULL THEN $not_utf8
                 WHEN NOT fast AND NOT json_valid(s) THEN $not_json END AS bad,
            -- json(s): DuckDB's reading of the line (trailing commas, NaN), duplicates kept.
-           CASE WHEN NOT fast AND given_bad IS NULL AND s IS NOT NULL AND json_valid(s)
+           CASE WHEN NOT fast AND skip IS NULL AND given_bad IS NULL AND s IS NOT NULL AND json_valid(s)
                 THEN json_transform(auditor_normalize(json(s), $keep_payloads), $slow_shape) END AS n
-    FROM sorted
+    FROM decided
 ), picked AS (
     SELECT line, pos,
-           CASE WHEN fast THEN NULL ELSE coalesce(bad, n.rejected) END AS rejected,
+           CASE WHEN fast OR skip IS NOT NULL THEN NULL ELSE coalesce(bad, n.rejected) END AS rejected,
+           CASE WHEN skip IS NOT NULL THEN skip WHEN NOT fast THEN n.ignored END AS ignored,
            CASE WHEN fast THEN try_cast(j.seq AS BIGINT) ELSE n.seq END AS seq,
            CASE WHEN fast THEN j.workflow_key ->> '$' ELSE n.workflow_key END AS workflow_key,
            CASE WHEN fast THEN j.kind ELSE n.kind END AS kind,
@@ -171,7 +227,7 @@ WITH decoded AS (
     -- path's values, what it would read from their JSON text; no optional field given): the
     -- same rows the fast path would pick, from here on through the same ts, hash and id.
     UNION ALL BY NAME
-    SELECT line, pos, NULL::VARCHAR AS rejected, seq, workflow_key, kind, epoch, worker, effect_key, sink,
+    SELECT line, pos, NULL::VARCHAR AS rejected, NULL::VARCHAR AS ignored, seq, workflow_key, kind, epoch, worker, effect_key, sink,
            sink_result, reporter, step_id, ts AS ts_given, NULL::TIMESTAMPTZ AS ts_number, event_id, attrs,
            NULL::VARCHAR AS lease_until_given, NULL::VARCHAR AS heartbeat, NULL::VARCHAR AS reason,
            NULL::VARCHAR AS authority_id, NULL::VARCHAR AS expires_at_given, NULL::VARCHAR AS scope,
@@ -208,13 +264,13 @@ WITH decoded AS (
     -- A derived id hashes every canonical field by name, absent ones included (as null), so two
     -- different events never share one. The optional fields of revision 2 join the hash only
     -- when one is given: an event without them keeps the id revision 1 derived.
-    SELECT *, to_json(struct_pack(*COLUMNS(* EXCLUDE (line, pos, rejected, event_id, ts_utc, lease_until, heartbeat,
+    SELECT *, to_json(struct_pack(*COLUMNS(* EXCLUDE (line, pos, rejected, ignored, event_id, ts_utc, lease_until, heartbeat,
                                                      reason, authority_id, expires_at, scope, decision,
                                                      dropped)))) AS core
     FROM timed
 ), derived AS (
     -- Only for an event without an id of its own (a span's records all have one).
-    SELECT *, CASE WHEN event_id IS NULL THEN
+    SELECT *, CASE WHEN event_id IS NULL AND rejected IS NULL AND ignored IS NULL THEN
                    md5(core::VARCHAR || CASE WHEN lease_until IS NULL AND heartbeat IS NULL AND reason IS NULL
                                           AND authority_id IS NULL AND expires_at IS NULL AND scope IS NULL
                                           AND decision IS NULL THEN ''
@@ -225,11 +281,12 @@ WITH decoded AS (
 SELECT
     -- A rejected line is marked by an empty kind (no event has one) and fills the columns an
     -- event must have with empty text; its reason travels in reason.
-    CASE WHEN rejected IS NULL THEN coalesce(event_id, derived) ELSE '' END AS event_id,
+    -- An ignored line is marked the same way with a null reason, its kind value in worker.
+    CASE WHEN rejected IS NULL AND ignored IS NULL THEN coalesce(event_id, derived) ELSE '' END AS event_id,
     seq, seq AS ord, $source_id::BIGINT * 68719476736 + pos AS obs,
-    CASE WHEN rejected IS NULL THEN workflow_key ELSE '' END AS workflow_key,
-    CASE WHEN rejected IS NULL THEN kind ELSE '' END AS kind,
-    epoch, CASE WHEN rejected IS NULL THEN worker ELSE '' END AS worker,
+    CASE WHEN rejected IS NULL AND ignored IS NULL THEN workflow_key ELSE '' END AS workflow_key,
+    CASE WHEN rejected IS NULL AND ignored IS NULL THEN kind ELSE '' END AS kind,
+    epoch, CASE WHEN ignored IS NOT NULL THEN ignored WHEN rejected IS NULL THEN worker ELSE '' END AS worker,
     effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
     -- A batch of small sources (Store.ingest_many) moves each one's pos to its own 2^36 block.
     attrs, ($source_id + (pos >> 36))::INTEGER AS source_id, line,
@@ -242,7 +299,15 @@ FROM derived;
 -- name: quarantine_staged
 -- The lines stage rejected, from the sources from $1 on: into the quarantine with their reason.
 -- The count it returns is the lines quarantined.
-INSERT INTO quarantine SELECT source_id, line, reason FROM events WHERE kind = '' AND source_id >= $1;
+INSERT INTO quarantine SELECT source_id, line, reason FROM events WHERE kind = '' AND reason IS NOT NULL AND source_id >= $1;
+
+-- name: ignored_staged
+-- The lines stage ignored ([ignore], SPEC rev 3), from the sources from $1 on, per source and kind
+-- value: how many, and the first (its line and obs). store/ignored.py counts them under the
+-- [ignore] entry each value matches; drop_rejected removes them with the rejected lines.
+SELECT source_id, worker AS value, count(*) AS lines, arg_min(line, obs) AS first_line, min(obs) AS first_obs
+FROM events WHERE kind = '' AND reason IS NULL AND source_id >= $1
+GROUP BY source_id, worker;
 
 -- name: drop_rejected
 DELETE FROM events WHERE kind = '' AND source_id >= $1;
@@ -250,7 +315,8 @@ DELETE FROM events WHERE kind = '' AND source_id >= $1;
 -- name: staged_counts_by_source
 -- For a batch of small sources staged together (Store.ingest_many), before quarantine_staged:
 -- the lines each staged, and how many of them it rejected.
-SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE kind = '') AS quarantined
+SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE kind = '' AND reason IS NOT NULL) AS quarantined,
+       count(*) FILTER (WHERE kind = '' AND reason IS NULL) AS ignored
 FROM events WHERE source_id >= $1 GROUP BY source_id;
 
 -- name: drop_duplicates
@@ -314,8 +380,14 @@ WHERE events.obs = o.obs AND events.ord IS DISTINCT FROM o.ord;
 
 -- name: totals
 SELECT coalesce(sum(lines_read), 0), coalesce(sum(events), 0), coalesce(sum(duplicates), 0),
-       coalesce(sum(quarantined), 0)
+       coalesce(sum(quarantined), 0), coalesce(sum(ignored), 0)
 FROM sources;
+
+-- name: ignore_entries
+-- Per [ignore] entry and source, in the order their first lines were read (SPEC rev 3).
+SELECT i.entry_table, i.entry, i.lines, s.name, i.first_line, i.samples
+FROM ignore_entries i JOIN sources s USING (source_id)
+ORDER BY i.first_obs;
 
 -- name: unplaced
 -- Events without seq in keys ordered by seq (SPEC rev 3), by kind: kept, counted, never placed.

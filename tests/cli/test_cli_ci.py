@@ -237,7 +237,7 @@ def test_python_api_takes_the_same_scope_and_allowance(lossy):
 
 @pytest.mark.parametrize("args, error", [
     (["--fail-on", "foo"], f"Error: --fail-on 'foo' is not a grade; use one of {GRADES}"),
-    (["--format", "xml"], "Error: --format 'xml' is not a format; use one of auto, jsonl, csv, parquet, otlp"),
+    (["--format", "xml"], "Error: --format 'xml' is not a format; use one of auto, jsonl, csv, parquet, logfmt, otlp"),
     (["--since", "yesterday"], "Error: --since 'yesterday' is neither a seq (an integer) nor an RFC 3339 "
                                "time (e.g. 2026-07-26T10:00:00Z)"),
     (["--since", "9", "--until", "3"], "Error: --since 9 is after --until 3"),

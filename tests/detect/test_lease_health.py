@@ -174,6 +174,7 @@ def test_bad_options_raise_before_reading(kwargs, message, tmp_path):
     assert str(e.value) == message
 
 
+@pytest.mark.slow
 def test_cli_options_on_audit_and_report(tmp_path):
     db = tmp_path / "store.duckdb"
     assert run_cli("ingest", str(SEED000), "--db", str(db), "-q").returncode == 0
@@ -190,6 +191,7 @@ def test_cli_options_on_audit_and_report(tmp_path):
         2, "Error: --by '': expected the name of an attrs member, e.g. --by tool")
 
 
+@pytest.mark.slow
 def test_json_section_is_deterministic_and_rounded(tmp_path):
     first = run_cli("audit", str(BOUNDARY), "--json", "-", "-q")
     second = run_cli("audit", str(BOUNDARY), "--json", "-", "-q")

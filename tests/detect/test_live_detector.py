@@ -142,6 +142,7 @@ def _key(f):
 
 @settings(max_examples=int(__import__("os").environ.get("LIVE_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(histories(), st.randoms(use_true_random=False))
+@pytest.mark.slow
 def test_live_agrees_with_batch(tmp_path_factory, hist, rnd):
     shuffled = list(hist)
     rnd.shuffle(shuffled)  # file order must not matter to the batch detector

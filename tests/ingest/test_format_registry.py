@@ -29,12 +29,17 @@ def _format_of(path: Path) -> str | None:
         return None
 
 
+def _vocabulary(path: Path) -> Path | None:
+    """The ``--map`` file kept beside a fixture, if any."""
+    found = path.with_name(path.name.split(".")[0] + ".map.toml")
+    return found if found.exists() else None
+
+
 def _example(name: str) -> Path:
-    """A fixture whose format (by name and content) is ``name`` and that audits cleanly."""
+    """A fixture whose format (by name and content) is ``name`` and that audits cleanly (with its
+    vocabulary file, when it has one)."""
     for path in EXAMPLES:
         if _format_of(path) != name or "truncated" in path.name or "not_" in path.name:
-            continue
-        if path.with_name(path.name.split(".")[0] + ".map.toml").exists():
             continue
         return path
     pytest.fail(f"no fixture in fixtures/ or tests/corpus/ is in the {name} format: add one")
@@ -43,8 +48,8 @@ def _example(name: str) -> Path:
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
 def test_every_format_has_a_fixture_that_audits_with_format_named(fmt):
     path = _example(fmt.name)
-    named = audit([path], fmt=fmt.name)
-    auto = audit([path])
+    named = audit([path], fmt=fmt.name, vocabulary=_vocabulary(path))
+    auto = audit([path], vocabulary=_vocabulary(path))
     try:
         assert named.input.events > 0, path
         assert named.input.quarantined == auto.input.quarantined

@@ -76,6 +76,7 @@ def _accounting(r) -> tuple[int, int, int, int]:
     return i.lines_read, i.events, i.duplicates, i.quarantined
 
 
+@pytest.mark.slow
 def test_ten_megabyte_lines(tmp_path):
     """A 10 MB attrs value is kept, a 10 MB prompt is hashed, a 10 MB line of junk is quarantined."""
     big = "x" * (10 << 20)
@@ -222,6 +223,7 @@ def _texts_in_store(db: Path) -> str:
         con.close()
 
 
+@pytest.mark.slow
 def test_no_payload_text_reaches_duckdb_the_json_or_the_html(tmp_path):
     paths = [str(p) for p in _with_payloads(tmp_path)]
     db, doc, page = tmp_path / "audit.duckdb", tmp_path / "audit.json", tmp_path / "audit.html"
@@ -317,6 +319,7 @@ def test_html_report_neutralizes_ansi_escapes(tmp_path):
     assert not set(page) & {"\x1b", "\x07", "\x9b"}
 
 
+@pytest.mark.slow
 def test_csv_line_numbers_hold_in_a_big_file_and_around_refused_lines(tmp_path):
     """Rows are numbered by position (header = line 1); lines DuckDB refuses keep their own number."""
     pad = "p" * 200  # 46 MB: DuckDB's parallel scanner would hand the rows back out of order

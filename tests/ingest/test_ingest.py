@@ -144,6 +144,7 @@ def test_payloads_are_hashed_not_stored(tmp_path):
     assert kept.timeline("k")[0].attrs["prompt"] == "TOP SECRET PROMPT"
 
 
+@pytest.mark.slow
 def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch):
     """A big file is staged in chunks and appended a few chunks at a time (store.appending.APPEND_ROWS):
     how the chunks are grouped changes nothing, duplicates across chunks and bad lines included."""

@@ -192,8 +192,8 @@ def test_unmapped_job_log_names_map_then_map_reads_it():
     ('[fields]\ntoken = "seq"\n', '2: [fields] token = "seq": "token" already means "epoch"; remove this line'),
     ('[kinds]\nprogress = "lease_acquired"\n',
      '2: [kinds] progress = "lease_acquired": "progress" already means "progress"; remove this line'),
-    ("[aliases]\n", '1: unknown table [aliases]; a vocabulary file has [kinds] and [fields] tables, or '
-                    'name = "canonical name" entries at the top'),
+    ("[aliases]\n", '1: unknown table [aliases]; a vocabulary file has [fields], [kinds], [kind_patterns] and '
+                    '[ignore] tables, or name = "canonical name" entries at the top'),
     ("kinds = 1\n", "1: kinds is not a table; write [kinds] on its own line"),
     # SPEC rev 3: two entries that give one value two kinds, and a top-level entry that maps onto nothing
     ('[kinds]\n"Claimed job" = "lease_acquired"\n# the same value, another case\n"claimed job" = "progress"\n',
@@ -231,7 +231,7 @@ def test_top_level_entries_in_the_specs_own_syntax_are_read(tmp_path):
 def test_not_toml_is_a_clear_error(tmp_path):
     path = tmp_path / "v.toml"
     path.write_text("[kinds\n")
-    with pytest.raises(VocabularyError, match=re.escape(f"{path}: not a TOML file")):
+    with pytest.raises(VocabularyError, match=re.escape(f"{path}:1: not a TOML file")):
         Vocabulary.load(path)
 
 

@@ -7,6 +7,7 @@ import random
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +53,7 @@ def _view(result):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.randoms(use_true_random=False))
+@pytest.mark.slow
 def test_shuffling_lines_never_changes_findings(events, rnd):
     lines = [json.dumps(e) for e in events]
     shuffled = lines[:]
@@ -68,6 +70,7 @@ JUNK = st.sampled_from([
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.lists(JUNK, max_size=8), st.integers(0, 3), st.randoms(use_true_random=False))
+@pytest.mark.slow
 def test_accounting_invariant(events, junk, dup_count, rnd):
     lines = [json.dumps(e) for e in events] + junk
     lines += [rnd.choice(lines) for _ in range(dup_count)] if lines else []
@@ -121,6 +124,7 @@ def _clean(events):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
+@pytest.mark.slow
 def test_messy_writing_loses_no_event(data):
     events = _clean(data.draw(histories()))
     messy = data.draw(messy_lines(events))
@@ -142,6 +146,7 @@ def test_messy_writing_loses_no_event(data):
     '{"seq": 1, "workflow_key": "", "kind": "progress", "epoch": 1}',
     '{"seq": 1, "workflow_key": "k", "kind": "result_committed", "epoch": 1}',
     '{"seq": "\u0661", "workflow_key": "k", "kind": "progress", "epoch": 1}']), max_size=6))
+@pytest.mark.slow
 def test_accounting_holds_with_refused_messy_lines(events, refused):
     lines = [json.dumps(e) for e in events] + refused
     r = _audit_lines(lines)

@@ -409,6 +409,7 @@ def test_otlp_fixture_is_the_seed():
 # The processor, on the real SDK.
 
 @pytest.mark.parametrize("window_ms", [5000.0, 0.0], ids=["reorder-window", "late-arrivals"])
+@pytest.mark.slow
 def test_processor_reaches_the_seed_findings(tmp_path, caplog, window_ms):
     caplog.set_level(logging.WARNING, logger="auditor.otel")
     seen = []
@@ -604,6 +605,7 @@ def _worker_process(name: str, events: list[dict], db: str, out: str) -> None:
     Path(out).write_text(otlp_line(exporter.get_finished_spans()) + "\n")
 
 
+@pytest.mark.slow
 def test_two_worker_processes_share_one_store(tmp_path):
     """Each process sees only its own spans live; the shared store and their OTLP files see them all."""
     db = str(tmp_path / "shared.duckdb")

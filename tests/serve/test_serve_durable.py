@@ -140,6 +140,7 @@ def test_sighup_stops_like_sigterm_and_keeps_everything(tmp_path):
     assert not list((tmp_path / "hup.duckdb.spool").glob("*.spool"))  # all stored: the spool is empty
 
 
+@pytest.mark.slow
 def test_shutdown_with_the_store_locked_keeps_the_records_and_says_so(tmp_path):
     """Another process holds the store while the receiver stops: it waits (``--store-wait``), then
     exits 75 naming the count; the spool keeps them and the next start appends them."""

@@ -20,6 +20,7 @@ from ...explain.result import AuditResult, WorkflowSummary
 from ...rules.grades import ordered, spec
 from ..words import transition
 from .format import _duration, _key_anchor, _num, _opt, _owner, _short_owner
+from .input_view import InputView, input_view
 from .lease import LeaseHealthView, lease_view
 from .timeline import Timeline, draw
 
@@ -37,28 +38,6 @@ class GradeCount:
     grade: str  # Grade value; also the CSS class suffix
     count: int
     meaning: str  # model.MEANINGS
-
-
-@dataclass(frozen=True, slots=True)
-class Quarantined:
-    file: str
-    line: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class InputView:
-    files: list[str]
-    lines_read: str  # numbers are preformatted with thousands separators
-    events: str
-    duplicates: str
-    quarantined: str
-    ignored: str  # "" when no line was ignored ([ignore] in a vocabulary)
-    unplaced: str  # "" when no event is unplaced (no seq in a key ordered by seq, SPEC rev 3)
-    ordering: str  # "authoritative", "observed" or "mixed"
-    quarantine: list[Quarantined]  # the first quarantined lines, in file order
-    quarantine_more: int  # quarantined lines not listed
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +202,7 @@ def build_context(result: AuditResult) -> ReportContext:
         failing=result.failing_count,
         grade_counts=[GradeCount(g.grade, counts.get(g.grade, 0), g.meaning) for g in ordered()],
         total_findings=len(result.findings),
-        input=_input_view(result),
+        input=input_view(result),
         stats=[Fact("workflows", _num(summary["workflows"])),
                Fact("acquisitions", _num(summary["acquisitions"])),
                Fact("handovers", _num(summary["handovers"])),
@@ -256,17 +235,6 @@ def _cards(carded: list[Incident], by_incident: dict[str, list[Finding]],
         cards.append(_card(inc, by_incident[inc.id], tl if here else None,
                            tl.anchor if tl is not None and not here else None, missing))
     return cards
-
-
-def _input_view(result: AuditResult) -> InputView:
-    inp = result.input
-    return InputView(
-        files=list(inp.files), lines_read=_num(inp.lines_read), events=_num(inp.events),
-        duplicates=_num(inp.duplicates), quarantined=_num(inp.quarantined),
-        ignored=_num(inp.ignored) if inp.ignored else "", unplaced=_num(inp.unplaced) if inp.unplaced else "",
-        ordering=result.ordering,
-        quarantine=[Quarantined(q.file, q.line, q.reason) for q in inp.quarantine],
-        quarantine_more=max(0, inp.quarantined - len(inp.quarantine)))
 
 
 def _diagnostic_rows(result: AuditResult) -> tuple[list[DiagnosticRow], str | None]:
