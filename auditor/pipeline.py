@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 from .core.collector import no_gc
 from .core.errors import AuditError, NoEvents, at_the_edge
 from .ingest.sources import Progress
 from .core.limits import Limits
-from .core.model import Diagnostic, Finding, Grade, Incident, InputSummary
+from .core.model import Diagnostic, Grade, InputSummary
 from .detect.lease.facts import LeaseHealth
 from .explain.result import AuditResult, AuditSession, WorkflowTable, narrow
 from .explain.scope import Scope
+from .explain.stream import Explained
 from .store import Store
 from .normalize.vocabulary import Vocabulary
 
@@ -93,33 +93,22 @@ def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagn
     return narrow(result, scope)
 
 
-class Explained(NamedTuple):
-    """What detection and explanation make of the events of a store, before the input accounting,
-    the ``event_id`` conflicts and the scope are added."""
-
-    workflows: WorkflowTable  # or a list of summaries (a distributed audit's merge)
-    findings: list[Finding]
-    incidents: list[Incident]
-    diagnostics: list[Diagnostic]
-
-
 def detect_and_explain(store: Store, newest_ts=None) -> Explained:
     """Detect, group into incidents, summarize each workflow key: ``analyze``'s work on the
-    events. ``newest_ts`` is the newest event time of the whole log when ``store`` holds only a
-    part of it (one partition of a distributed audit): evidence freshness is measured against it."""
+    events, a batch of keys at a time, into spooled lists (``explain.stream``). ``newest_ts`` is
+    the newest event time of the whole log when ``store`` holds only a part of it (one partition
+    of a distributed audit): evidence freshness is measured against it."""
     from .detect.batch import detect
-    from .explain.incidents import incidents, workflows
+    from .explain.stream import explain
 
     with no_gc():
         det = detect(store)
-        if newest_ts is not None:
-            det.newest_ts = newest_ts
-        findings, incs = incidents(det)
-        # The timestamps served the incidents: free them before the workflow summaries (a million
-        # at ten million events) take the memory back. workflows() consumes det.workflows itself.
-        det.release_timestamps()
-        wfs = workflows(det, findings)
-    return Explained(wfs, findings, incs, det.diagnostics)
+        try:
+            if newest_ts is not None:
+                det.newest_ts = newest_ts
+            return explain(det)
+        finally:
+            det.close()
 
 
 def with_conflicts(diagnostics: list[Diagnostic], conflicts: list[Diagnostic]) -> list[Diagnostic]:

@@ -6,7 +6,8 @@ A refused input or a quarantined line names the limit and how to raise it (``how
 
 - ``max_line_bytes``: a longer line (JSON lines, OTLP, CSV) is quarantined with a reason, the
   rest of the file is read. DuckDB parses one line at a time within its memory share; a single
-  line of 32 MB needs more than the default 800 MB share, so the default stays at 16 MiB.
+  line of 32 MB needs more than 800 MB (the share is raised for it when the machine has the
+  memory, see ``store.memory``), so the default stays at 16 MiB.
 - ``max_input_bytes``: the decompressed size of one input, standard input and FIFOs included
   (what a stream of ``/dev/zero`` would otherwise fill the disk with).
 - ``max_ratio``: how many times its compressed size a gzip or zstd file may expand, once it has

@@ -7,15 +7,16 @@ the one piece of prose, built here from that data so every renderer shows the sa
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-from ..core.arrow import strings
-from ..detect.batch import Detection
+from ..detect.batch import KeyFindings
 from ..detect.batch.timeline import takeovers
 from ..core.model import (GRADE_RANK, Confidence, Finding, Grade, Incident, Kind, Outcome, Owner,
                           build_effect, build_event_ref, build_finding, build_incident, build_owner)
-from .result import COUNTS, AuditResult, WorkflowSummary, WorkflowTable
+from .result import AuditResult
+from .workflows import WorkflowSummary, WorkflowTable
 from ..rules.grades import spec
 from ..rules import RESPONSES, TWICE, authority_incident_id, confidence, displaced_epoch, incident_id
 
@@ -117,20 +118,18 @@ def authority_witness(findings: list[Finding]) -> str:
     return f"{'; '.join(why)}; {owner(worst.worker, worst.epoch)}{stale} then {what} {where}: {tail}{more}."
 
 
-def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
-    """Findings with their incident ids filled in, and the incidents, sorted by key then seq."""
-    groups: dict[tuple[str, int | str], list[Finding]] = defaultdict(list)
-    for f in det.findings:
+def key_incidents(kf: KeyFindings) -> tuple[list[Finding], list[Incident]]:
+    """One key's findings with their incident ids filled in, and its incidents, sorted by place."""
+    groups: dict[int | str, list[Finding]] = defaultdict(list)
+    for f in kf.findings:
         # Unauthorized findings (SPEC section 8) group by their mandate or resume, the others by
         # the displaced epoch.
-        about = f.anchor if f.anchor is not None else displaced_epoch(f.grade, f.epoch, f.epochs)
-        groups[(f.workflow_key, about)].append(f)
-    observed = det.observed_keys()
-
-    acquired_at = {(h.workflow_key, h.seq): h.epoch for h in det.handovers}
+        groups[f.anchor if f.anchor is not None else displaced_epoch(f.grade, f.epoch, f.epochs)].append(f)
+    key = kf.workflow_key
+    acquired_at = {(h.workflow_key, h.seq): h.epoch for h in kf.handovers}
     out: list[Incident] = []
     linked: dict[str, str] = {}
-    for (key, about), fs in groups.items():
+    for about, fs in groups.items():
         fs.sort(key=lambda f: (f.place, GRADE_RANK[f.grade]))
         if isinstance(about, str):
             iid, epoch = authority_incident_id(key, about), fs[0].epoch
@@ -138,10 +137,9 @@ def incidents(det: Detection) -> tuple[list[Finding], list[Incident]]:
             iid, epoch = incident_id(key, about), about
         for f in fs:
             linked[f.id] = iid
-        out.append(_incident(det, acquired_at, iid, key, epoch, fs, key in observed))
-    out.sort(key=lambda i: (i.workflow_key, i.window_first_place, i.displaced.epoch or 0))
-    findings = [_with_incident(f, linked[f.id]) for f in det.findings]
-    return findings, out
+        out.append(_incident(kf, acquired_at, iid, key, epoch, fs, kf.observed))
+    out.sort(key=lambda i: (i.window_first_place, i.displaced.epoch or 0))
+    return [_with_incident(f, linked[f.id]) for f in kf.findings], out
 
 
 def _with_incident(f: Finding, iid: str) -> Finding:
@@ -153,7 +151,7 @@ def _with_incident(f: Finding, iid: str) -> Finding:
     return build_finding(**values)
 
 
-def _incident(det: Detection, acquired_at: dict[tuple[str, int], int], iid: str, key: str,
+def _incident(det: KeyFindings, acquired_at: dict[tuple[str, int], int], iid: str, key: str,
               epoch: int, fs: list[Finding], observed: bool) -> Incident:
     severity = max((f.grade for f in fs), key=GRADE_RANK.__getitem__)
     stale = [f for f in fs if f.grade not in TWICE]
@@ -242,36 +240,16 @@ def _sink_outcome(outcomes: Iterable[Outcome | None]) -> Outcome:
     return _UNKNOWN
 
 
-def workflows(det: Detection, findings: list[Finding]) -> WorkflowTable:
-    """Per workflow key: size, handovers (clean when no finding names them), worst grade.
-
-    Takes ``det.workflows`` over (a million rows at ten million events): the clean keys stay
-    columns, and a summary is built here only for each key with findings.
-    """
-    import pyarrow.compute as pc
-
-    by_key: dict[str, list[Finding]] = defaultdict(list)
-    for f in findings:
-        by_key[f.workflow_key].append(f)
-    handovers: dict[str, list[int]] = defaultdict(list)  # keys with findings only
-    for h in det.handovers:
-        handovers[h.workflow_key].append(h.seq)
-    counts = det.take_workflows()
-    # The rows of the keys with findings, found by probing the million keys against the few
-    # (hashing all of them would cost a table as big as the keys).
-    rows = pc.indices_nonzero(pc.is_in(counts.column("workflow_key"), value_set=strings(list(by_key))))
-    marked = {}
-    found = counts.take(rows)
-    for i, k, events, acquisitions, observed, n_handovers in zip(
-            rows.to_pylist(), *(found.column(name).to_pylist() for name in COUNTS)):
-        fs = by_key[k]
-        named = takeovers(fs)
-        marked[i] = WorkflowSummary(
-            workflow_key=k, events=events, acquisitions=acquisitions, handovers=n_handovers,
-            clean_handovers=sum(1 for s in handovers.get(k, ()) if s not in named), findings=len(fs),
-            severity=max((f.grade for f in fs), key=GRADE_RANK.__getitem__),
-            ordering="observed" if observed else "authoritative")
-    return WorkflowTable(counts, marked)
+def key_summary(kf: KeyFindings, findings: list[Finding]) -> WorkflowSummary:
+    """The workflow summary of a key with findings: size, handovers (clean when no finding names
+    them), worst grade."""
+    events, acquisitions, handovers = kf.counts
+    named = takeovers(findings)
+    return WorkflowSummary(
+        workflow_key=kf.workflow_key, events=events, acquisitions=acquisitions, handovers=handovers,
+        clean_handovers=sum(1 for h in kf.handovers if h.seq not in named), findings=len(findings),
+        severity=max((f.grade for f in findings), key=GRADE_RANK.__getitem__),
+        ordering="observed" if kf.observed else "authoritative")
 
 
 # What a report shows first: the incidents that most need a person, and the timelines drawn.
@@ -283,18 +261,38 @@ MAX_TIMELINE_EVENTS = 100_000  # events read per drawn key
 _CONFIDENCE_ORDER = list(Confidence)
 
 
-def by_urgency(incidents: Iterable[Incident]) -> list[Incident]:
+def urgency(i: Incident) -> tuple:
     """Most severe first; among equals, what still needs checking (unverified, surer evidence)."""
-    return sorted(incidents, key=lambda i: (
-        -i.severity.rank, i.verification == "verified", _CONFIDENCE_ORDER.index(i.confidence),
-        i.workflow_key, i.window_first_place, i.displaced.epoch or 0))
+    return (-i.severity.rank, i.verification == "verified", _CONFIDENCE_ORDER.index(i.confidence),
+            i.workflow_key, i.window_first_place, i.displaced.epoch or 0)
 
 
-def timeline_keys(incidents: list[Incident], workflows: WorkflowTable) -> tuple[list[str], list[str]]:
+def severity(i: Incident) -> tuple:
+    """Most severe first; among equals, in the document's order (the terminal and Markdown)."""
+    return (-i.severity.rank, i.workflow_key, i.window_first_place)
+
+
+def by_urgency(incidents: Iterable[Incident]) -> list[Incident]:
+    """Every incident, the most urgent first (``urgency``)."""
+    return sorted(incidents, key=urgency)
+
+
+def top(incidents: Iterable[Incident], n: int, order: Callable[[Incident], tuple]) -> list[Incident]:
+    """``sorted(incidents, key=order)[:n]``, from what a spooled list kept of its first ones when
+    it can (``stream.Incidents``), without reading every incident back."""
+    kept = getattr(incidents, "first", None)
+    if kept is not None:
+        found = kept(order, n)
+        if found is not None:
+            return found
+    return heapq.nsmallest(n, incidents, key=order)
+
+
+def timeline_keys(incidents: Sequence[Incident], workflows: WorkflowTable) -> tuple[list[str], list[str]]:
     """The workflow keys a report draws: those of the most urgent incident cards (at most
     ``MAX_TIMELINES``), and the control cases, keys whose handovers were all clean."""
     affected: dict[str, None] = {}
-    for inc in by_urgency(incidents)[:MAX_CARDS]:
+    for inc in top(incidents, MAX_CARDS, urgency):
         affected.setdefault(inc.workflow_key)
     return list(affected)[:MAX_TIMELINES], workflows.clean_keys(MAX_CLEAN_TIMELINES)
 

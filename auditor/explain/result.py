@@ -11,9 +11,8 @@ Python: the store is held by the result's ``AuditSession``, not by the result's 
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ResultClosed
@@ -22,16 +21,17 @@ from ..detect.lease.facts import EMPTY as NO_LEASE_HEALTH, LeaseHealth
 from ..rules.grades import GRADES
 from ..core.model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
                           QuarantinedLine, SkippedPath, Verdict)
+from .workflows import COUNTS, WorkflowSummary, WorkflowTable
 
 if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
     import polars as pl
-    import pyarrow as pa
 
     from ..detect.batch.timeline import KeyTimeline
     from .scope import Scope
     from ..store import Store
 
-__all__ = ["AuditResult", "AuditSession", "InputSummary", "QuarantinedLine", "SkippedPath", "WorkflowSummary", "WorkflowTable", "SCHEMA"]
+__all__ = ["AuditResult", "AuditSession", "InputSummary", "QuarantinedLine", "SkippedPath", "WorkflowSummary",
+           "WorkflowTable", "SCHEMA", "COUNTS"]
 
 SCHEMA = "split-brain-audit/3"
 #: Unplaced events that could change a finding (SPEC rev 3): each counts as lost evidence, and an
@@ -39,156 +39,6 @@ SCHEMA = "split-brain-audit/3"
 LOST_WHEN_UNPLACED = frozenset({"lease_acquired", "effect_attempted", "effect_committed", "effect_compensated",
                                 "resumed", "revalidated", "authority_granted", "authority_revoked"})
 LISTS = ("incidents", "findings", "diagnostics", "workflows")  # the document's long lists
-
-
-@dataclass(frozen=True, slots=True)
-class WorkflowSummary:
-    """One workflow key: its size, its owners, and how bad its worst finding is."""
-
-    workflow_key: str
-    events: int
-    acquisitions: int
-    handovers: int
-    clean_handovers: int
-    findings: int
-    severity: Grade | None
-    ordering: str  # "authoritative" (seq) or "observed" (file order: seq was missing)
-
-
-#: The per-key counts a ``WorkflowTable`` holds, as detect's ``workflows`` statement returns them.
-COUNTS = ("workflow_key", "events", "acquisitions", "observed", "handovers")
-_ORDERING = {False: "authoritative", True: "observed"}
-
-
-class WorkflowTable(Sequence):
-    """Every workflow key's ``WorkflowSummary``, in key order, held as columns.
-
-    A big audit has a million keys and most of them are clean (no finding: every handover clean).
-    Their counts stay in one Arrow table (``COUNTS``) and a summary object is built only when one
-    is read; the keys with findings (``marked``, by row) are held as summaries. Reading, iterating
-    and comparing give exactly the summaries a list would hold; ``json_lines`` writes the
-    document's lines from the columns.
-    """
-
-    __slots__ = ("_counts", "_marked")
-
-    def __init__(self, counts: "pa.Table", marked: dict[int, WorkflowSummary]) -> None:
-        self._counts = counts
-        self._marked = marked
-
-    @classmethod
-    def of(cls, summaries: "Iterable[WorkflowSummary]") -> "WorkflowTable":
-        """The table of ``summaries`` (already in key order); the rows that are not clean are kept as they are."""
-        import pyarrow as pa
-
-        summaries = list(summaries)
-        columns = {name: [getattr(w, name) for w in summaries] for name in COUNTS if name != "observed"}
-        columns["observed"] = [w.ordering == "observed" for w in summaries]
-        types = {"workflow_key": pa.string(), "observed": pa.bool_()}
-        counts = pa.table({name: pa.array(columns[name], types.get(name, pa.int64())) for name in COUNTS})
-        marked = {i: w for i, w in enumerate(summaries) if w != cls._clean(w.workflow_key, w.events,
-                                                                          w.acquisitions, w.ordering == "observed",
-                                                                          w.handovers)}
-        return cls(counts, marked)
-
-    @staticmethod
-    def _clean(key: str, events: int, acquisitions: int, observed: bool, handovers: int) -> WorkflowSummary:
-        return WorkflowSummary(key, events, acquisitions, handovers, handovers, 0, None, _ORDERING[observed])
-
-    def __len__(self) -> int:
-        return self._counts.num_rows
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(len(self))[index]]
-        i = range(len(self))[index]  # IndexError past the end, negative indexes from it
-        marked = self._marked.get(i)
-        if marked is not None:
-            return marked
-        return self._clean(*(self._counts.column(name)[i].as_py() for name in COUNTS))
-
-    def __iter__(self) -> "Iterator[WorkflowSummary]":
-        marked, clean = self._marked, self._clean
-        for start, rows in self._chunks():
-            for i, row in enumerate(zip(*(rows.column(name).to_pylist() for name in COUNTS)), start):
-                yield marked.get(i) or clean(*row)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"WorkflowTable({len(self):,} workflow keys, {len(self._marked):,} with findings)"
-
-    def _chunks(self, rows: int = 65_536) -> "Iterator[tuple[int, pa.Table]]":
-        for start in range(0, len(self), rows):
-            yield start, self._counts.slice(start, rows)
-
-    def totals(self) -> tuple[int, int, int]:
-        """Acquisitions, handovers and clean handovers over every key."""
-        import pyarrow.compute as pc
-
-        acquisitions, handovers = (pc.sum(self._counts.column(name)).as_py() or 0
-                                   for name in ("acquisitions", "handovers"))
-        named = sum(w.handovers - w.clean_handovers for w in self._marked.values())
-        return acquisitions, handovers, handovers - named
-
-    def observed(self) -> int:
-        """How many keys are ordered by observation (their log lacks seq)."""
-        import pyarrow.compute as pc
-
-        return pc.sum(self._counts.column("observed").cast("int64")).as_py() or 0
-
-    def clean_keys(self, limit: int) -> list[str]:
-        """The first ``limit`` keys (in key order) without findings whose handovers were all clean."""
-        import numpy as np
-
-        from ..core.arrow import int64_view
-
-        keys, marked = self._counts.column("workflow_key"), self._marked
-        out: list[str] = []
-        for i in np.flatnonzero(int64_view(self._counts.column("handovers")) > 0).tolist():
-            w = marked.get(i)
-            if w is None or (w.findings == 0 and w.clean_handovers > 0):
-                out.append(keys[i].as_py())
-                if len(out) == limit:
-                    break
-        return out
-
-    def json_lines(self, rows: int = 65_536) -> "Iterator[list[str]]":
-        """The document's workflow items, one line of compact JSON each (as ``orjson`` writes a
-        summary), in chunks. Clean rows are assembled from the columns; a marked row, or a key
-        JSON must escape, is encoded by ``orjson``."""
-        import orjson
-
-        if len(self) <= rows:  # one chunk: orjson per summary spares a small audit pyarrow.compute
-            if len(self):
-                yield [orjson.dumps(w).decode() for w in self]
-            return
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        marked = sorted(self._marked)
-        for start, rows in self._chunks(rows):
-            key, handovers = rows.column("workflow_key"), rows.column("handovers").cast(pa.string())
-            values = {"workflow_key": pc.binary_join_element_wise('"', key, '"', ""),
-                      "events": rows.column("events").cast(pa.string()),
-                      "acquisitions": rows.column("acquisitions").cast(pa.string()),
-                      "handovers": handovers, "clean_handovers": handovers, "findings": "0", "severity": "null",
-                      "ordering": pc.if_else(rows.column("observed"), '"observed"', '"authoritative"')}
-            parts = []
-            for n, name in enumerate(WorkflowSummary.__slots__):
-                parts += [("{" if n == 0 else ",") + orjson.dumps(name).decode() + ":", values[name]]
-            lines = pc.binary_join_element_wise(*parts, "}", "").to_pylist()
-            escaped = pc.match_substring_regex(key, r'[\x00-\x1f"\\]')
-            redo = {i - start for i in marked[bisect_left(marked, start):bisect_left(marked, start + len(lines))]}
-            redo.update(pc.indices_nonzero(escaped).to_pylist())
-            for i in redo:
-                lines[i] = orjson.dumps(self[start + i]).decode()
-            yield lines
 
 
 class AuditSession:
@@ -228,8 +78,8 @@ class AuditResult:
     ordering: str
     input: InputSummary
     workflows: WorkflowTable  # a list of summaries is turned into one
-    findings: list[Finding]
-    incidents: list[Incident]
+    findings: Sequence[Finding]  # a list, or spooled (explain.stream.Findings): read on demand
+    incidents: Sequence[Incident]  # likewise (explain.stream.Incidents)
     diagnostics: list[Diagnostic]
     fail_on: Grade = Grade.STALE_ATTEMPT
     allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
@@ -268,6 +118,20 @@ class AuditResult:
         return [f for f in self.findings if f.grade.at_least(self.fail_on)]
 
     @property
+    def failing_count(self) -> int:
+        """How many findings are at or above ``fail_on`` (``len(failing)``, without reading them)."""
+        return sum(n for g, n in self._grades().items() if g.at_least(self.fail_on))
+
+    def _grades(self) -> dict[Grade, int]:
+        counted = getattr(self.findings, "grades", None)
+        if counted is not None:  # a spooled list counted them as they were written
+            return counted()
+        seen: dict[Grade, int] = {}
+        for f in self.findings:
+            seen[f.grade] = seen.get(f.grade, 0) + 1
+        return seen
+
+    @property
     def event_id_conflicts(self) -> int:
         return sum(1 for d in self.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT)
 
@@ -293,7 +157,7 @@ class AuditResult:
     def verdict(self) -> Verdict:
         """``fail`` at or above ``fail_on``; else ``incomplete`` when more than
         ``allow_quarantined`` lines were lost (a pass cannot be claimed); else ``pass``."""
-        if any(f.grade.at_least(self.fail_on) for f in self.findings):  # the first one decides
+        if self.failing_count:
             return Verdict.FAIL
         return Verdict.INCOMPLETE if self.lost > self.allow_quarantined else Verdict.PASS
 
@@ -309,10 +173,8 @@ class AuditResult:
                 "first": [asdict(q) for q in self.input.quarantine]}
 
     def grade_counts(self) -> dict[str, int]:
-        """Findings per grade, in the grades' order (one pass: half a million findings at 10M events)."""
-        seen: dict[Grade, int] = {}
-        for f in self.findings:
-            seen[f.grade] = seen.get(f.grade, 0) + 1
+        """Findings per grade, in the grades' order (counted as they were written, when spooled)."""
+        seen = self._grades()
         return {g: seen[g] for g in GRADES if g in seen}  # in the order rules.grades declares
 
     def summary(self) -> dict[str, Any]:

@@ -2,22 +2,20 @@
 byte-identical output for the same input (no run timestamps).
 
 The envelope is indented; each incident, finding, diagnostic and workflow is one line of compact
-JSON. A big audit has hundreds of thousands of them: orjson encodes the dataclasses themselves
-(fields in order, enums as their values, tuples as lists: exactly ``to_dict()``, which a test
-pins), one by one, and they are written as they go, never held as one string.
+JSON. A big audit has millions of them: orjson encodes the dataclasses themselves (fields in
+order, enums as their values, tuples as lists: exactly ``to_dict()``, which a test pins), as
+explain makes them (``explain.spool``), and they are copied from there in blocks, never held as
+one string.
 """
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
-from itertools import islice
 from typing import IO, Any
 
-import orjson
-
 from ..explain.result import LISTS, AuditResult
+from ..explain.spool import json_blocks
 
 
 def _default(value: Any) -> Any:
@@ -51,22 +49,13 @@ def _write(result: AuditResult, out: IO[str]) -> None:
             out.write(json.dumps(value, indent=2, ensure_ascii=False, default=_default).replace("\n", "\n  "))
             continue
         first = True
-        for lines in _lines(result, key):
-            out.write(("[\n    " if first else ",\n    ") + ",\n    ".join(lines))
+        # A spooled list's lines as they were encoded; a plain list's items (the dataclasses, not
+        # document()'s dicts) encoded by orjson. Lines hold no raw newline: JSON escapes it.
+        for block in json_blocks(getattr(result, key)):
+            out.write(("[\n    " if first else ",\n    ") + block.decode().replace("\n", ",\n    "))
             first = False
         out.write("[]" if first else "\n  ]")
     out.write("\n}\n")
-
-
-def _lines(result: AuditResult, key: str) -> Iterator[list[str]]:
-    """The items of one of the document's long lists, as lines of compact JSON, in chunks."""
-    if key == "workflows":  # columns: a big audit's million clean keys are no objects
-        yield from result.workflows.json_lines()
-        return
-    dumps, items = orjson.dumps, iter(getattr(result, key))
-    # The dataclasses, not document()'s dicts: orjson reads them.
-    while chunk := [dumps(entry).decode() for entry in islice(items, 8192)]:
-        yield chunk
 
 
 def _write_section(section: dict[str, Any], out: IO[str]) -> None:

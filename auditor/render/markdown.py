@@ -12,6 +12,7 @@ import re
 
 from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
 from ..rules.grades import ordered
+from ..explain.incidents import severity, top
 from ..explain.result import AuditResult
 from . import visible
 from .words import (CONFIDENCE, LEASE_COLUMNS, accounting, actions, effects, freshness, ignored_entries, lease_head,
@@ -46,7 +47,7 @@ def render_markdown(result: AuditResult) -> str:
                    "lost: a pass cannot be claimed.")
     else:
         out.append(f"**{result.verdict.value.upper()}**: {plural(len(result.incidents), 'incident')}, "
-                   f"{plural(len(result.failing), 'finding')} at or above `{result.fail_on.value}`.")
+                   f"{plural(result.failing_count, 'finding')} at or above `{result.fail_on.value}`.")
     out.append("")
     if result.lost:
         out += [f"**Evidence lost**: {lost_head(result)}.", ""]
@@ -68,7 +69,7 @@ def render_markdown(result: AuditResult) -> str:
     out.append("")
 
     out += _lease_health(result)
-    ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_place))
+    ranked, total = top(result.incidents, MAX_TABLE, severity), len(result.incidents)
     out += ["## Incidents, most severe first", ""]
     if not ranked:
         out += ["No incidents.", ""]
@@ -77,15 +78,15 @@ def render_markdown(result: AuditResult) -> str:
             "verification | confidence |", "|---:|---|---|---|---|---:|---|---|---|---|"]
     for n, inc in enumerate(ranked[:MAX_TABLE], 1):
         out.append(_row(n, inc))
-    if len(ranked) > MAX_TABLE:
+    if total > MAX_TABLE:
         out.append("")
-        out.append(f"{plural(len(ranked) - MAX_TABLE, 'more incident')} not listed (see the JSON or "
+        out.append(f"{plural(total - MAX_TABLE, 'more incident')} not listed (see the JSON or "
                    "HTML report).")
     out.append("")
     for n, inc in enumerate(ranked[:MAX_DETAILED], 1):
         out += _details(n, inc)
-    if len(ranked) > MAX_DETAILED:
-        out += [f"The other {plural(len(ranked) - MAX_DETAILED, 'incident')} are in the table above "
+    if total > MAX_DETAILED:
+        out += [f"The other {plural(total - MAX_DETAILED, 'incident')} are in the table above "
                 "and in the JSON or HTML report.", ""]
     levels = [c for c in Confidence if any(i.confidence is c for i in ranked[:MAX_TABLE])]
     out += ["Confidence:", ""] + [f"- **{c.value}**: {CONFIDENCE[c]}." for c in levels] + [""]

@@ -16,6 +16,7 @@ from rich.text import Text
 from . import visible
 from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
 from ..rules.grades import ordered, spec
+from ..explain.incidents import severity, top
 from ..explain.result import AuditResult
 from .words import (CONFIDENCE, accounting, actions, ignored_entries, incident_facts, lease_head, lease_row,
                     lost_head, lost_items, num, plural, transition)
@@ -46,7 +47,7 @@ def summary_lines(result: AuditResult) -> list[Text]:
                        f"{plural(result.lost, 'line')} lost: a pass cannot be claimed)")
     else:
         verdict.append(f"  ({plural(len(result.incidents), 'incident')}, "
-                       f"{plural(len(result.failing), 'finding')} at or above {result.fail_on.value})")
+                       f"{plural(result.failing_count, 'finding')} at or above {result.fail_on.value})")
     out.append(verdict)
     out.extend(lost_lines(result))
     out.append(Text(
@@ -79,16 +80,16 @@ def summary_lines(result: AuditResult) -> list[Text]:
         out.append(Text("diagnostics: " + ", ".join(f"{k} {num(n)}" for k, n in sorted(kinds.items()))))
     out.extend(lease_lines(result))
 
-    ranked = sorted(result.incidents, key=lambda i: (-i.severity.rank, i.workflow_key, i.window_first_place))
+    ranked = top(result.incidents, MAX_INCIDENTS, severity)
     if ranked:
         out.append(Text(""))
         out.append(Text("incidents, most severe first:", "bold"))
-    for inc in ranked[:MAX_INCIDENTS]:
+    for inc in ranked:
         out.extend(_incident(inc))
-    if len(ranked) > MAX_INCIDENTS:
-        out.append(Text(f"... and {plural(len(ranked) - MAX_INCIDENTS, 'more incident')} "
+    if len(result.incidents) > MAX_INCIDENTS:
+        out.append(Text(f"... and {plural(len(result.incidents) - MAX_INCIDENTS, 'more incident')} "
                         "(see --json, --markdown or --html)"))
-    levels = [c for c in Confidence if any(i.confidence is c for i in ranked[:MAX_INCIDENTS])]
+    levels = [c for c in Confidence if any(i.confidence is c for i in ranked)]
     if levels:
         out.append(Text("confidence: " + "; ".join(f"{c.value}: {CONFIDENCE[c]}" for c in levels) + ".",
                         "dim"))

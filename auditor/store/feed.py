@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import duckdb
+
 from ..core.errors import InputError, StoreError
 from ..ingest import detect_format
 from ..ingest.compression import DamagedStream
@@ -71,20 +73,32 @@ def read_sources(store: Store, sources: list[Source], fmt: str = "auto",
 
 def read_source(store: Store, source: Source, fmt: str = "auto",
                 progress: Progress | None = None, idempotent: bool = False) -> SourceCounts:
-    """Normalize one source into ``store`` (one transaction)."""
+    """Normalize one source into ``store`` (one transaction). Should DuckDB run out of memory,
+    the transaction is rolled back and the source read again under a higher limit
+    (``Store.more_memory``)."""
     try:
-        fmt, chunks, digest = _open_source(store, source, fmt, progress, idempotent)
-        try:
-            return store.ingest(source.name, fmt, chunks, digest)
-        except _ReadCarefully:  # the transaction was rolled back; nothing of the first try remains
-            return store.ingest(source.name, fmt, careful_csv_chunks(store.con, source, progress), digest)
-        except DamagedStream as e:
-            raise _damaged(source, e) from e
-        finally:  # should the store stop early, read_ahead's thread stops and closes the file now
-            getattr(chunks, "close", lambda: None)()
+        while True:
+            try:
+                return _read_once(store, source, fmt, progress, idempotent)
+            except StoreError as e:
+                if not isinstance(e.__cause__, duckdb.OutOfMemoryException) or not store.more_memory():
+                    raise
     finally:
         if source.spooled:
             source.path.unlink(missing_ok=True)
+
+
+def _read_once(store: Store, source: Source, fmt: str, progress: Progress | None,
+               idempotent: bool) -> SourceCounts:
+    fmt, chunks, digest = _open_source(store, source, fmt, progress, idempotent)
+    try:
+        return store.ingest(source.name, fmt, chunks, digest)
+    except _ReadCarefully:  # the transaction was rolled back; nothing of the first try remains
+        return store.ingest(source.name, fmt, careful_csv_chunks(store.con, source, progress), digest)
+    except DamagedStream as e:
+        raise _damaged(source, e) from e
+    finally:  # should the store stop early, read_ahead's thread stops and closes the file now
+        getattr(chunks, "close", lambda: None)()
 
 
 def _read_small(store: Store, source: Source, fmt: str, progress: Progress | None,

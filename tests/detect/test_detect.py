@@ -102,7 +102,7 @@ def test_lean_reads_lower_the_memory_limit_but_never_raise_it(monkeypatch):
         usual = limit(s.con)
         assert lean(s, limit, "256MB") == "244.1 MiB"
         assert limit(s.con) == usual
-    monkeypatch.setattr(store, "MEMORY_LIMIT", "100MB")
+    monkeypatch.setenv("AUDITOR_MEMORY_LIMIT", "100MB")
     with store.Store(None) as s:
         assert lean(s, limit, "256MB") == limit(s.con) == "95.3 MiB"
     assert store.size_bytes("1.5 GiB") == 1.5 * 2**30 and store.size_bytes("800MB") == 800e6
@@ -123,7 +123,8 @@ def test_ties_on_seq_and_event_id_resolve_in_feed_order():
                 "event_id VARCHAR, obs BIGINT, prev_max BIGINT)")
     con.execute("INSERT INTO acq VALUES ('k', 3, 2, 'w-late-id', NULL, 'e2', 3, 1), "
                 "('k', 3, 2, 'w-same-id-later-line', NULL, 'e1', 5, 1), ('k', 3, 2, 'w-first', NULL, 'e1', 4, 1)")
-    assert con.execute(SQL["acquirers"]).fetchall() == [("k", 2, "w-first", 3)]
+    con.execute(SQL["acquirers"])
+    assert con.execute("SELECT * FROM key_acquirers").fetchall() == [("k", 2, "w-first", 3)]
 
 
 def test_rows_sharing_seq_and_event_id_keep_file_order(tmp_path):

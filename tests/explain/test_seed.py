@@ -84,7 +84,7 @@ def test_audit_restores_the_garbage_collector(monkeypatch):
     """analyze() pauses the cyclic GC while it builds objects; a notebook's setting survives it."""
     import gc
 
-    import auditor.explain.incidents
+    import auditor.explain.stream
 
     assert gc.isenabled()
     assert len(audit([SEED]).findings) == 4
@@ -96,11 +96,11 @@ def test_audit_restores_the_garbage_collector(monkeypatch):
     finally:
         gc.enable()
 
-    def boom(det):
+    def boom(kf):
         assert not gc.isenabled()  # paused inside
         raise RuntimeError("explain failed")
 
-    monkeypatch.setattr(auditor.explain.incidents, "incidents", boom)
+    monkeypatch.setattr(auditor.explain.stream, "key_incidents", boom)
     with pytest.raises(RuntimeError, match="^explain failed$"):
         audit([SEED])
     assert gc.isenabled()

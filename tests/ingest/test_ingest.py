@@ -146,7 +146,7 @@ def test_payloads_are_hashed_not_stored(tmp_path):
 
 @pytest.mark.slow
 def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch):
-    """A big file is staged in chunks and appended a few chunks at a time (store.APPEND_ROWS):
+    """A big file is staged in chunks and appended a few chunks at a time (store.appending.APPEND_ROWS):
     how the chunks are grouped changes nothing, duplicates across chunks and bad lines included."""
     import functools
     import io
@@ -173,7 +173,7 @@ def test_chunks_appended_together_or_apart_store_the_same(tmp_path, monkeypatch)
 
     whole = document()
     monkeypatch.setattr(jsonl, "jsonl_chunks", functools.partial(jsonl.jsonl_chunks, chunk_bytes=64 << 10))
-    monkeypatch.setattr(store, "APPEND_ROWS", 700)
+    monkeypatch.setattr(store.appending, "APPEND_ROWS", 700)
     apart = document()
     read, events, duplicates, quarantined = whole[1]
     assert apart[1] == whole[1]
@@ -257,10 +257,10 @@ def test_a_store_that_fails_mid_file_stops_the_reader_at_once(tmp_path, monkeypa
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join(lines * 6000) + "\n")
     monkeypatch.setattr(jsonl, "jsonl_chunks", functools.partial(jsonl.jsonl_chunks, chunk_bytes=64 << 10))
-    monkeypatch.setattr(store, "APPEND_ROWS", 1)
+    monkeypatch.setattr(store.appending, "APPEND_ROWS", 1)
     appended = []
 
-    def failing_stage(self, held, typed_chunk, source_id):
+    def failing_stage(self, held, typed_chunk, source_id, position_base=None):
         appended.append(len(held))
         if len(appended) == 3:
             raise StoreError("the disk is full")
@@ -354,7 +354,7 @@ def test_rejected_lines_leave_the_events_table_for_the_quarantine(tmp_path, monk
 
     monkeypatch.setattr(ingest, "SMALL_FILE", 0)  # each file read as a big one, in chunks
     monkeypatch.setattr(jsonl, "jsonl_chunks", functools.partial(jsonl.jsonl_chunks, chunk_bytes=256))
-    monkeypatch.setattr(store, "APPEND_ROWS", 4)
+    monkeypatch.setattr(store.appending, "APPEND_ROWS", 4)
     with store.Store(None) as s:
         ingest.read_sources(s, discover(small))
         apart = stored(s)

@@ -7,6 +7,7 @@ incremental detector for live audits is ``detect.live``; a test pins the two tog
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,7 +31,7 @@ T = TypeVar("T")
 _BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
           "key_counts", "stale", "commits", "resolutions",
           "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
-          "evidence", "release_picked")
+          "evidence", "release_picked", "scratch", "finding_rows", "release_evidence", "acquirers", "keys")
 
 
 # Value -> member by dict: Grade(value) and friends cost a microsecond each on Python 3.11.
@@ -51,20 +52,18 @@ class Handover(NamedTuple):
 
 
 @dataclass(slots=True)
-class Detection:
-    """What the detector saw: findings and diagnostics, plus the facts explain needs.
+class KeyFindings:
+    """One workflow key's findings (sorted, the authority rules applied) and the facts its
+    incidents need: everything explain reads of one key, and nothing of any other.
 
-    ``take_workflows`` and ``release_timestamps`` hand the two big parts over (a million rows at
-    ten million events), so their memory is freed as soon as explain is done with them.
+    ``row`` is the key's row in the batch of keys it came with (see ``Detection.batches``).
     """
 
+    row: int
+    workflow_key: str
+    observed: bool  # ordered by observation: its log lacks seq
+    counts: tuple[int, int, int]  # events, acquisitions, handovers (acquisitions that raised the epoch)
     findings: list[Finding]
-    diagnostics: list[Diagnostic]
-    # Every key, sorted by key: a pyarrow table of result.COUNTS (workflow_key, events,
-    # acquisitions, observed: some event lacks seq, so the key is ordered by observation, and
-    # handovers: acquisitions that raised the highest epoch after the first).
-    workflows: "pa.Table"
-    # The rest covers the keys with findings only: a big audit has a million clean keys.
     handovers: list[Handover]
     # (workflow_key, effect_key) -> the last outcome_verified: its place in the key's order, its position
     verifications: dict[tuple[str, str], tuple[int, int]]
@@ -74,68 +73,77 @@ class Detection:
     transition_ts: dict[tuple[str, int], datetime | None] = field(default_factory=dict)
     capped: set[str] = field(default_factory=set)  # finding ids whose span was capped by limits
 
-    def take_workflows(self) -> "pa.Table":
-        table, self.workflows = self.workflows, self.workflows.slice(0, 0)
-        return table
 
-    def observed_keys(self) -> set[str]:
-        """The keys ordered by observation (their log lacks seq)."""
-        table = self.workflows
-        return set(table.filter(table.column("observed")).column("workflow_key").to_pylist())
+class Detection:
+    """What the detector saw, read key by key: ``batches()`` hands over every workflow key in key
+    order, with the findings and facts of those that have any, so that nothing of a big audit is
+    held for all keys at once. ``diagnostics`` is whole once the batches are read.
 
-    def release_timestamps(self) -> None:
-        self.finding_ts = {}
-        self.transition_ts = {}
+    Holds the detector's scratch tables in the store until ``close()`` (or the batches end).
+    """
+
+    def __init__(self, store: Store, diagnostics: list[Diagnostic], newest_ts: datetime | None) -> None:
+        self.store = store
+        self.diagnostics = diagnostics
+        self.newest_ts = newest_ts
+        self._open = True
+
+    def batches(self, size: int = 65_536) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
+        """Every workflow key in key order, in Arrow batches of the columns of ``result.COUNTS``
+        (and more), each with the ``KeyFindings`` of its keys that have findings or fall under
+        the authority rules. Authority diagnostics join ``diagnostics`` as their keys are read."""
+        from .rows import batches
+
+        try:
+            notes: list[Diagnostic] = []
+            yield from batches(self.store, self.newest_ts, notes, size)
+            self.diagnostics = sorted(self.diagnostics + notes, key=diagnostic_order)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Drop the scratch tables (idempotent)."""
+        if self._open:
+            self._open = False
+            self.store.con.execute(SQL["drop"])
+            self.store.shrink()
+            if not self.store.read_only:
+                _remove(self.store.private_path("detect.duckdb"))
 
 
 def detect(store: Store) -> Detection:
+    """Run the set-based detector over ``store``: its scratch tables are built, the diagnostics
+    read; the findings are read key by key from the ``Detection`` returned (close it when done)."""
     con = store.con
-    for name in _BUILD:
-        con.execute(SQL[name])
-    # The events' pages the build cached go before the findings arrive in Python (half a
-    # million at ten million events), so the two never peak together; the scratch tables still
-    # read are written out and read back as needed.
-    store.shrink()
+    # A file of its own beside a writable store: at ten million events its pages took 190 MB less
+    # peak than in memory (bench/RESULTS.md). A read-only store (``report``) keeps it in memory,
+    # so a report needs no file but its own.
+    scratch = ":memory:" if store.read_only else store.private_path("detect.duckdb")
     try:
-        findings, finding_ts, capped = lean(store, _findings, FINDINGS_MEMORY)
-        from .authorize import authorize
-
-        findings, authority_notes = authorize(con, findings, finding_ts)
-        con.execute(SQL["release_evidence"])
-        # The per-key facts, under a low limit: what their queries read back into DuckDB's cache
-        # would otherwise sit on top of the findings.
-        diagnosed, workflows, handovers, verifications, acquirers, transition_ts, newest = lean(store, _facts)
+        for name in _BUILD:  # each statement replaces its table: safe to run again with more memory
+            store.adapting(lambda name=name: con.execute(SQL[name], [scratch] if name == "scratch" else []))
+        store.shrink()
         diagnostics = sorted(
-            [*(Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, seq, epoch, detail,
-                          position=pos)
-               for kind, k, s, epoch, detail, seq, pos in diagnosed),
-             *authority_notes],
+            (Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, seq, epoch, detail, position=pos)
+             for kind, k, s, epoch, detail, seq, pos in con.execute(SQL["diagnostics"]).fetchall()),
             key=diagnostic_order)
-    finally:
+        ((newest,),) = con.execute(SQL["newest_ts"]).fetchall()
+    except BaseException:
         con.execute(SQL["drop"])
-        store.shrink()  # the SQL is done; the Python side (explain, render) grows from here
-    return Detection(findings, diagnostics, workflows, handovers, verifications, acquirers, newest,
-                     finding_ts, transition_ts, capped)
+        if scratch != ":memory:":
+            _remove(scratch)
+        raise
+    return Detection(store, diagnostics, newest)
 
 
-def _facts(con) -> tuple:
-    """What explain needs besides the findings: diagnostic rows, per-key counts, handovers,
-    verifications, acquirers, transition times and the newest event time."""
-    return (con.execute(SQL["diagnostics"]).fetchall(),
-            con.sql(SQL["workflows"]).to_arrow_table(),
-            [Handover(*r) for r in con.execute(SQL["handovers"] + " ORDER BY k, s").fetchall()],
-            {(k, e): (s, pos) for k, e, s, pos in con.execute(SQL["verifications"]).fetchall()},
-            {(k, ep): w for k, ep, w, _ in con.execute(SQL["acquirers"]).fetchall()},
-            {(k, s): t for k, s, t in con.execute(SQL["transitions"]).fetchall()},
-            con.execute(SQL["newest_ts"]).fetchone()[0])
+def _remove(database: str) -> None:
+    for path in (database, database + ".wal"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 #: DuckDB's memory limit while a query reads a little from the whole store (see ``lean``)
 LEAN_MEMORY = "128MB"
-#: ... and while the finding rows come into Python: under the store's usual limit DuckDB kept the
-#: evidence it read back cached beside the findings being built, 1.4 GB at ten million events
-#: against 0.7 GB under this one (the sort spills what does not fit).
-FINDINGS_MEMORY = "256MB"
 
 
 def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T], limit: str = LEAN_MEMORY) -> T:
@@ -152,52 +160,6 @@ def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T], limit: st
         except duckdb.OutOfMemoryException:
             pass  # retried below, once the first try's partial results are gone
         store.shrink()
-        return read(store.con)
+        return store.adapting(lambda: read(store.con))
     finally:
         store.shrink()
-
-
-def _findings(con) -> tuple[list[Finding], dict[str, datetime | None], set[str]]:
-    """The findings of the finding rows in ``finding_order``, their parsed ts by id, and the ids
-    whose evidence was capped (``otel.capped``)."""
-    # Arrow batches, a Python list per column: a third faster than fetching tuples.
-    batches = con.sql(SQL["finding_rows"]).to_arrow_reader(50_000)
-    rows = (row for batch in batches for row in zip(*(column.to_pylist() for column in batch.columns)))
-    findings, finding_ts, capped = [], {}, set()
-    # One string object per distinct key, worker, sink and reporter, not one per finding:
-    # half a million findings repeat a few workers and share keys.
-    shared: dict[str, str] = {}
-    share = shared.setdefault
-    for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
-         sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, attrs, sink_result, seq,
-         file, line, position, t_pos, receipt_pos) in rows:
-        k, worker, sink, reporter = share(k, k), share(worker, worker), share(sink, sink), share(reporter, reporter)
-        file = share(file, file)
-        if cur_worker is not None:
-            cur_worker = share(cur_worker, cur_worker)
-        if grade == "attempt":
-            g, resolved = attempt_grade(outcome, sink_result)
-            if g is not _REJECTED:
-                receipt = receipt_pos = None
-        else:
-            g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
-        epochs = tuple(epochs or ())
-        if seq is None:  # a key ordered by observation: no seq is ever invented (SPEC rev 3)
-            t_seq = receipt = None
-        fid = finding_id(k, g, s)
-        # Findings carry their incident id from the start, as the live detector fills it in:
-        # explain then keeps the finding instead of copying it.
-        findings.append(build_finding(
-            id=fid, grade=g, workflow_key=k, seq=seq, position=position, kind=_KINDS[kind], epoch=epoch,
-            worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
-            transition_position=t_pos,
-            effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter, ts=ts,
-            outcome=resolved, receipt_seq=receipt, receipt_position=receipt_pos, epochs=epochs,
-            unstable_effect_key=bool(unstable),
-            incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)), file=file, line=line))
-        finding_ts[fid] = None if ts_utc is None else _EPOCH + timedelta(microseconds=ts_utc)
-        if attrs and '"otel.capped": true' in attrs:
-            capped.add(fid)
-    findings.sort(key=finding_order)
-    # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
-    return [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id], finding_ts, capped

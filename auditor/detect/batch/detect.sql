@@ -194,33 +194,47 @@ SELECT f.*, e.kind, e.epoch, e.worker, e.effect_key, e.step_id, e.sink, e.report
        e.ts_utc, e.attrs, e.sink_result, e.seq, e.source_id, e.line, e.position
 FROM picked f JOIN events e ON e.obs = f.obs;
 
+-- name: scratch
+-- The tables explain reads as streams, each through its own cursor, sit in a database of their
+-- own: a cursor is a connection of its own, and cannot see another connection's temp tables. $1
+-- is a file in the store's own private directory, or ':memory:' for a store opened read-only
+-- (``detect``); READ_WRITE whatever the store is.
+ATTACH IF NOT EXISTS $1 AS auditor_detect (READ_WRITE);
+
 -- name: finding_rows
 -- The findings with the evidence of the event they sit on (and where it is written: file, line;
 -- its given seq, null in a key ordered by observation) and the owner at that point: the
 -- highest epoch acquired at a lower seq (the latest record before it). A double commit's
 -- transition is its lowest epoch's displacement, when that came before the commit.
+CREATE OR REPLACE TABLE auditor_detect.finding_rows AS
 SELECT f.grade, f.k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
        c.worker AS current_worker,
        coalesce(f.t_seq, CASE WHEN d.t_seq < f.s THEN d.t_seq END) AS transition_seq,
        f.effect_key, f.step_id, f.sink, f.reporter, f.ts, f.outcome, f.receipt_seq,
        -- ts_utc in microseconds: a time zone's Arrow column imports pandas when read into Python
-       f.epochs, f.unstable, epoch_us(f.ts_utc) AS ts_utc, f.attrs, f.sink_result, f.seq, src.name, f.line,
+       f.epochs, f.unstable, epoch_us(f.ts_utc) AS ts_utc,
+       -- evidence whose attributes were cut (otel.capped): its incident's confidence is medium
+       coalesce(contains(f.attrs, '"otel.capped": true'), false) AS capped,
+       f.sink_result, f.seq, src.name, f.line,
        f.position, coalesce(f.t_pos, CASE WHEN d.t_seq < f.s THEN d.t_pos END) AS transition_position,
-       f.receipt_pos
+       f.receipt_pos, f.em_seq, f.em_eid, f.em_obs, f.obs
 FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
 ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
                 FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
-LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1]
--- Two attempts of one seq that grade alike are one finding (detect() keeps the first): the first reported.
-ORDER BY f.k, f.s, f.em_seq NULLS LAST, f.em_eid, f.em_obs, f.obs;
+LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1];
+
+-- name: read_findings
+-- In each key's order; two attempts of one seq that grade alike are one finding (the first reported).
+SELECT * EXCLUDE (em_seq, em_eid, em_obs, obs) FROM auditor_detect.finding_rows
+ORDER BY k, s, em_seq NULLS LAST, em_eid, em_obs, obs;
 
 -- name: release_key_epochs
 DROP TABLE key_epochs;
 
 -- name: release_evidence
--- The finding rows are in Python now.
+-- The finding rows are in their own table now.
 DROP TABLE evidence;
 
 -- name: release_picked
@@ -229,8 +243,7 @@ DROP TABLE picked; DROP TABLE raw_findings;
 
 -- name: diagnostic_rows
 -- The diagnostics, and below the per-key counts, are whole-store aggregates (ordering_conflict
--- groups every event by key and seq): they are built with the scratch tables, before the
--- findings are in Python, and read after.
+-- groups every event by key and seq): they are built with the scratch tables.
 CREATE OR REPLACE TEMP TABLE diagnostic_rows AS
 SELECT 'epoch_regression' AS kind, k, s, epoch,
        'acquired epoch ' || epoch || ' (' || worker || ') while epoch ' || prev_max ||
@@ -271,27 +284,55 @@ FROM (SELECT workflow_key, count(*) AS events,
       FROM events GROUP BY workflow_key) w
 LEFT JOIN (SELECT k, count(*) AS n FROM records WHERE handover GROUP BY k) h ON h.k = w.workflow_key;
 
--- name: workflows
-SELECT * FROM key_counts ORDER BY workflow_key;
+-- name: acquirers
+-- Who acquired each epoch, for the displaced and current owners of an incident.
+CREATE OR REPLACE TEMP TABLE key_acquirers AS
+SELECT k, epoch, arg_min(worker, (s, event_id, obs)) AS worker, min(s) AS s FROM acq
+WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, epoch;
 
--- name: handovers
-SELECT k, s, epoch, worker FROM records WHERE handover AND k IN (SELECT k FROM finding_keys);
+-- name: keys
+-- Every workflow key with its counts and, for the keys with findings, what their incidents say
+-- besides the findings: the handovers (takeovers or clean; the latest at a place is the higher
+-- epoch, as for the owner above), who acquired each epoch, and the last outcome_verified of each
+-- effect key (its place in the key's order, its position). authority: true for a key under the
+-- authority rules (SPEC section 8, opt-in), false for one with compensation records only.
+CREATE OR REPLACE TABLE auditor_detect.keys AS
+WITH handovers AS (
+    SELECT k, list({'s': s, 'epoch': epoch, 'worker': worker, 'ts': epoch_us(ts_utc)} ORDER BY s, epoch) AS handovers
+    FROM records WHERE handover AND k IN (SELECT k FROM finding_keys) GROUP BY k
+), acquirers AS (
+    SELECT k, list({'epoch': epoch, 'worker': worker}) AS acquirers FROM key_acquirers GROUP BY k
+), verifications AS (
+    SELECT k, list({'effect_key': effect_key, 'place': place, 'position': position}) AS verifications
+    FROM (SELECT workflow_key AS k, effect_key, max(ord) AS place, arg_max(position, (ord, obs)) AS position
+          FROM events WHERE kind = 'outcome_verified' AND ord IS NOT NULL
+           AND workflow_key IN (SELECT k FROM finding_keys)
+          GROUP BY workflow_key, effect_key)
+    GROUP BY k
+), authority AS (
+    SELECT workflow_key, bool_or(opted) AS authority FROM (
+        SELECT DISTINCT workflow_key, true AS opted FROM events
+        WHERE (kind IN ('authority_granted', 'authority_revoked', 'resumed', 'revalidated') OR authority_id IS NOT NULL)
+          AND ord IS NOT NULL
+        UNION ALL
+        SELECT DISTINCT workflow_key, false FROM events WHERE kind = 'effect_compensated' AND ord IS NOT NULL)
+    GROUP BY workflow_key
+)
+SELECT w.workflow_key, w.events, w.acquisitions, w.observed, w.handovers,
+       fk.k IS NOT NULL OR a.authority IS NOT NULL AS marked, fk.k IS NOT NULL AS found,
+       h.handovers AS handover_list, q.acquirers, v.verifications, a.authority
+FROM key_counts w
+LEFT JOIN finding_keys fk ON fk.k = w.workflow_key
+LEFT JOIN handovers h ON h.k = w.workflow_key
+LEFT JOIN acquirers q ON q.k = w.workflow_key
+LEFT JOIN verifications v ON v.k = w.workflow_key
+LEFT JOIN authority a ON a.workflow_key = w.workflow_key;
 
--- name: transitions
-SELECT k, s, ts_utc FROM records WHERE handover AND k IN (SELECT k FROM finding_keys);
-
--- name: verifications
-SELECT workflow_key, effect_key, max(ord) AS last_verified, arg_max(position, (ord, obs)) AS position
-FROM events WHERE kind = 'outcome_verified' AND ord IS NOT NULL AND workflow_key IN (SELECT k FROM finding_keys)
-GROUP BY workflow_key, effect_key;
+-- name: read_keys
+SELECT * FROM auditor_detect.keys ORDER BY workflow_key;
 
 -- name: newest_ts
 SELECT max(ts_utc) FROM events;
-
--- name: acquirers
--- Who acquired each epoch, for the displaced and current owners of an incident.
-SELECT k, epoch, arg_min(worker, (s, event_id, obs)) AS worker, min(s) AS s FROM acq
-WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, epoch;
 
 -- name: drop
 DROP TABLE IF EXISTS acq; DROP TABLE IF EXISTS records; DROP TABLE IF EXISTS displaced;
@@ -299,7 +340,7 @@ DROP TABLE IF EXISTS key_epochs; DROP TABLE IF EXISTS diagnostic_rows; DROP TABL
 DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS commits; DROP TABLE IF EXISTS resolutions;
 DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
 DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys; DROP TABLE IF EXISTS picked;
-DROP TABLE IF EXISTS evidence;
+DROP TABLE IF EXISTS evidence; DROP TABLE IF EXISTS key_acquirers; DETACH DATABASE IF EXISTS auditor_detect;
 
 -- name: event_rows
 -- Every event with where it came from, in each key's order: the live detector's feed when it is
@@ -341,18 +382,9 @@ SELECT * EXCLUDE (n, obs) FROM (
 WHERE n <= $2
 ORDER BY workflow_key, ord, event_id, obs;
 
--- name: authority_keys
--- The keys under the authority rules (SPEC section 8, opt-in): those whose log holds an authority
--- kind or an effect naming an authority_id. Then those with compensation records (every key).
-SELECT DISTINCT workflow_key, true AS opted FROM events
-WHERE (kind IN ('authority_granted', 'authority_revoked', 'resumed', 'revalidated') OR authority_id IS NOT NULL)
-  AND ord IS NOT NULL
-UNION ALL
-SELECT DISTINCT workflow_key, false FROM events WHERE kind = 'effect_compensated' AND ord IS NOT NULL
-ORDER BY 1, 2 DESC;
-
 -- name: authority_events
--- Every event of the keys in $1 in each key's order, as event_rows with the parsed ts (column 17).
+-- Every event of the keys in $1 (those under the authority rules or with compensation records, SPEC
+-- section 8) in each key's order, as event_rows with the parsed ts (column 17).
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
        e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
        e.position, e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision

@@ -199,7 +199,7 @@ def build_context(result: AuditResult) -> ReportContext:
         title=_title(result),
         verdict=result.verdict,
         fail_on=result.fail_on.value,
-        failing=len(result.failing),
+        failing=result.failing_count,
         grade_counts=[GradeCount(g.grade, counts.get(g.grade, 0), g.meaning) for g in ordered()],
         total_findings=len(result.findings),
         input=input_view(result),

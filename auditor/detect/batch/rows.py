@@ -1,0 +1,153 @@
+"""Stage 4, detect, read back: the detector's rows turned into findings, one workflow key at a time.
+
+``detect.sql`` leaves two tables in its scratch database: every workflow key with its counts and
+facts (``keys``), and the finding rows (``finding_rows``). Both are read in key order through
+cursors of their own, side by side, in Arrow batches; a key's findings are built, the authority
+rules applied to them (``authorize``), sorted and handed over with the key's facts. Nothing is
+held for more than one batch of keys, however many findings the audit has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from typing import TYPE_CHECKING
+
+from ...core.model import Diagnostic, Finding, Grade, Kind, Outcome, build_finding
+from ...core.sql import QUIET
+from ...rules import attempt_grade, displaced_epoch, finding_id, finding_order, incident_id
+from ...store import Store
+from . import SQL, Handover, KeyFindings
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Value -> member by dict: Grade(value) and friends cost a microsecond each on Python 3.11.
+_GRADES = {g.value: g for g in Grade}
+_KINDS = {k.value: k for k in Kind}
+_OUTCOMES = {o.value: o for o in Outcome}
+_REJECTED = Grade.REJECTED_ATTEMPT
+#: Finding rows read at a time.
+FINDING_BATCH = 50_000
+
+
+def batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
+            size: int) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
+    """``Detection.batches``: every key in key order, in batches of ``size``, with the
+    ``KeyFindings`` of the marked ones; authority diagnostics go to ``notes``."""
+    keys_cur, rows_cur = store.con.cursor(), store.con.cursor()
+    try:
+        for cur in (keys_cur, rows_cur):
+            cur.execute(QUIET)
+        found = _finding_groups(rows_cur.sql(SQL["read_findings"]).to_arrow_reader(FINDING_BATCH))
+        pending = next(found, None)
+        for batch in keys_cur.sql(SQL["read_keys"]).to_arrow_reader(size):
+            rows = [i for i, m in enumerate(batch.column("marked").to_pylist()) if m]
+            marked = batch.filter(batch.column("marked")).select(["workflow_key", "observed", "events", "acquisitions", "handovers",
+                                              "found", "handover_list", "acquirers", "verifications", "authority"])
+            authority = [k for k, a in zip(marked.column("workflow_key").to_pylist(),
+                                          marked.column("authority").to_pylist()) if a is not None]
+            events = _authority_events(store, authority)
+            out = []
+            for row, (key, observed, *counts, has_findings, handovers, acquirers, verifications, opted) in zip(
+                    rows, zip(*(c.to_pylist() for c in marked.columns))):
+                findings, stamps, capped = [], {}, set()
+                if pending is not None and pending[0] <= key:
+                    if pending[0] != key or not has_findings:
+                        raise RuntimeError(f"finding rows of {pending[0]!r} and the keys read out of step")
+                    _, findings, stamps, capped = pending
+                    pending = next(found, None)
+                kf = KeyFindings(row, key, bool(observed), counts, findings, _handovers(key, handovers),
+                                 {(key, v["effect_key"]): (v["place"], v["position"]) for v in verifications or ()},
+                                 {(key, a["epoch"]): a["worker"] for a in acquirers or ()}, newest_ts, stamps,
+                                 {(key, h["s"]): _instant(h["ts"]) for h in handovers or ()}, capped)
+                if opted is not None:
+                    _authorized(kf, events.get(key, []), opted, notes)
+                out.append(kf)
+            yield batch, out
+        if pending is not None:
+            raise RuntimeError(f"finding rows of {pending[0]!r} and the keys read out of step")
+    finally:
+        keys_cur.close()
+        rows_cur.close()
+
+
+def _handovers(key: str, handovers: list[dict] | None) -> list[Handover]:
+    return [Handover(key, h["s"], h["epoch"], h["worker"]) for h in handovers or ()]
+
+
+def _instant(us: int | None) -> datetime | None:
+    return None if us is None else _EPOCH + timedelta(microseconds=us)
+
+
+def _authority_events(store: Store, keys: list[str]) -> dict[str, list[tuple]]:
+    """The events (as ``timeline.event_of`` reads them, with their parsed ts) of ``keys``, by key."""
+    if not keys:
+        return {}
+    from .timeline import event_of
+
+    rows = store.con.execute(SQL["authority_events"], [keys]).fetchall()
+    return {key: [(event_of(r), r[17]) for r in group] for key, group in groupby(rows, key=lambda r: r[1])}
+
+
+def _authorized(kf: KeyFindings, events: list[tuple], opted: bool, notes: list[Diagnostic]) -> None:
+    """The authority rules and compensation applied to one key's findings (``authorize``)."""
+    from .authorize import _key
+
+    kf.findings = _key(kf.workflow_key, events, kf.findings, opted, notes, kf.finding_ts)
+    kf.findings.sort(key=finding_order)
+
+
+def _finding_groups(reader) -> Iterator[tuple[str, list[Finding], dict[str, datetime | None], set[str]]]:
+    """``(key, findings, parsed ts by finding id, capped finding ids)`` of each key with findings,
+    in key order; each key's findings sorted (``finding_order``), two of one id kept once."""
+    key = None
+    findings: list[Finding] = []
+    stamps: dict[str, datetime | None] = {}
+    capped: set[str] = set()
+    for batch in reader:
+        for f, ts_utc, is_capped in _findings(batch):
+            if f.workflow_key != key:
+                if key is not None:
+                    yield key, _sorted(findings), stamps, capped
+                key, findings, stamps, capped = f.workflow_key, [], {}, set()
+            findings.append(f)
+            stamps[f.id] = None if ts_utc is None else _EPOCH + timedelta(microseconds=ts_utc)
+            if is_capped:
+                capped.add(f.id)
+    if key is not None:
+        yield key, _sorted(findings), stamps, capped
+
+
+def _sorted(findings: list[Finding]) -> list[Finding]:
+    findings.sort(key=finding_order)
+    # Two attempts of one seq (an ordering conflict) that grade alike are one finding.
+    return [f for i, f in enumerate(findings) if not i or f.id != findings[i - 1].id]
+
+
+def _findings(batch: "pa.RecordBatch") -> Iterator[tuple[Finding, int | None, bool]]:
+    """Each finding row of ``batch`` as ``(finding, its ts in microseconds, capped)``."""
+    rows = zip(*(column.to_pylist() for column in batch.columns))
+    for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
+         sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, capped, sink_result, seq,
+         file, line, position, t_pos, receipt_pos) in rows:
+        if grade == "attempt":
+            g, resolved = attempt_grade(outcome, sink_result)
+            if g is not _REJECTED:
+                receipt = receipt_pos = None
+        else:
+            g, resolved = _GRADES[grade], _OUTCOMES[outcome] if outcome else None
+        epochs = tuple(epochs or ())
+        if seq is None:  # a key ordered by observation: no seq is ever invented (SPEC rev 3)
+            t_seq = receipt = None
+        # Findings carry their incident id from the start, as the live detector fills it in:
+        # explain then keeps the finding instead of copying it.
+        yield build_finding(
+            id=finding_id(k, g, s), grade=g, workflow_key=k, seq=seq, position=position, kind=_KINDS[kind],
+            epoch=epoch, worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
+            transition_position=t_pos, effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter,
+            ts=ts, outcome=resolved, receipt_seq=receipt, receipt_position=receipt_pos, epochs=epochs,
+            unstable_effect_key=bool(unstable), incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)),
+            file=file, line=line), ts_utc, capped
