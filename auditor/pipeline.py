@@ -15,7 +15,8 @@ from .core.collector import no_gc
 from .core.errors import AuditError, NoEvents, at_the_edge
 from .ingest.sources import Progress
 from .core.limits import Limits
-from .core.model import Diagnostic, Grade, InputSummary
+from .core.model import Diagnostic, Grade
+from .core.summary import InputSummary
 from .detect.lease.facts import LeaseHealth
 from .explain.result import AuditResult, AuditSession, WorkflowTable, narrow
 from .explain.scope import Scope

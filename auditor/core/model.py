@@ -158,61 +158,6 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
-class QuarantinedLine:
-    file: str
-    line: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class IgnoredEntry:
-    """One ``[ignore]`` entry of a vocabulary and the lines it declared irrelevant (SPEC rev 3):
-    ``table`` is ``kinds`` (an exact value) or ``kind_patterns`` (a regular expression), ``entry``
-    as written; how many ``lines``, the first of them (``file``, ``line``) and up to 10 distinct
-    ``samples`` of the values it matched, in the order they were first seen."""
-
-    table: str
-    entry: str
-    lines: int
-    file: str
-    line: int
-    samples: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class UnplacedLine:
-    """An event without seq in a key ordered by seq (SPEC rev 3): where it is written, and what it is."""
-
-    file: str
-    line: int
-    workflow_key: str
-    kind: str
-
-
-@dataclass(frozen=True, slots=True)
-class SkippedPath:
-    """An entry of an input directory that was not read (a FIFO, a socket, a link loop), and why."""
-
-    path: str
-    reason: str
-
-
-@dataclass(slots=True)
-class InputSummary:
-    files: list[str] = field(default_factory=list)
-    lines_read: int = 0
-    events: int = 0
-    duplicates: int = 0
-    quarantined: int = 0
-    ignored: int = 0   # lines a vocabulary declares irrelevant ([ignore], SPEC rev 3)
-    unplaced: int = 0  # events without seq in a key ordered by seq (SPEC rev 3): kept, never placed
-    quarantine: list[QuarantinedLine] = field(default_factory=list)  # the first few, in file order
-    unplaced_first: list[UnplacedLine] = field(default_factory=list)  # the first few, in file order
-    skipped: list[SkippedPath] = field(default_factory=list)  # not read, from this process's discovery
-    ignore: list[IgnoredEntry] = field(default_factory=list)  # per [ignore] entry that matched, in entry order
-
-
-@dataclass(frozen=True, slots=True)
 class Finding:
     """One graded piece of evidence at one event (the event at ``seq``).
 

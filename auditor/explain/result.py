@@ -19,8 +19,8 @@ from ..core.errors import ResultClosed
 from .scope import ScopeError
 from ..detect.lease.facts import EMPTY as NO_LEASE_HEALTH, LeaseHealth
 from ..rules.grades import GRADES
-from ..core.model import (Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, InputSummary,
-                          QuarantinedLine, SkippedPath, Verdict)
+from ..core.model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, Verdict
+from ..core.summary import InputSummary, QuarantinedLine, SkippedPath
 from .workflows import COUNTS, WorkflowSummary, WorkflowTable
 
 if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters

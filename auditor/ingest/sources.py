@@ -21,7 +21,7 @@ from typing import IO
 
 from ..core.errors import InputError, LimitExceeded
 from ..core.limits import Limits, how_to_raise
-from ..core.model import SkippedPath
+from ..core.summary import SkippedPath
 from .formats import COMPRESSED, SUFFIXES
 
 Progress = Callable[[int], None]  # called with the number of input bytes just consumed

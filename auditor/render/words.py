@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..core.model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
 
 if TYPE_CHECKING:
-    from ..core.model import IgnoredEntry, InputSummary
+    from ..core.summary import IgnoredEntry, InputSummary
     from ..detect.lease.facts import GroupHealth, LeaseHealth
     from ..explain.result import AuditResult
 

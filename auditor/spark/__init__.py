@@ -49,7 +49,8 @@ from ..pipeline import check_events, result_of
 from ..core.errors import AuditorError, at_the_edge
 from ..explain.incidents import drawn_keys
 from ..core.limits import Limits
-from ..core.model import Grade, IgnoredEntry, SkippedPath, UnplacedLine
+from ..core.model import Grade
+from ..core.summary import IgnoredEntry, SkippedPath, UnplacedLine
 from ..explain.result import AuditResult, AuditSession, InputSummary, QuarantinedLine
 from ..explain.scope import Scope
 from ..normalize.vocabulary import Vocabulary, vocabulary_of

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import errors
 from ..core.errors import AuditorError, InputError
 from ..core.limits import Limits
-from ..core.model import SkippedPath
+from ..core.summary import SkippedPath
 from ..normalize.vocabulary import Vocabulary
 from . import tasks
 

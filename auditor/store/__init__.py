@@ -26,7 +26,7 @@ from typing import TypeVar
 import duckdb
 
 from ..core.errors import StoreError, StoreLocked
-from ..core.model import SkippedPath
+from ..core.summary import SkippedPath
 from ..normalize.vocabulary import Vocabulary, vocabulary_of
 from ..core.fields import OPTIONAL_FIELDS
 from ..core.sql import QUIET

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..core.fields import REPORTERS
-from ..core.model import (Diagnostic, DiagnosticKind, Event, InputSummary, Kind, QuarantinedLine, Reporter,
-                          SinkResult, UnplacedLine)
+from ..core.model import Diagnostic, DiagnosticKind, Event, Kind, Reporter, SinkResult
+from ..core.summary import InputSummary, QuarantinedLine, UnplacedLine
 from ..core.sql import QUIET
 from ..rules import stable_id
 from .ignored import ignore_summary

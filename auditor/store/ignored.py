@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..core.model import IgnoredEntry
+from ..core.summary import IgnoredEntry
 from ..core.sql import statements
 from ..normalize.vocabulary import Vocabulary
 

@@ -110,3 +110,24 @@ def test_the_layer_test_catches_an_import_that_goes_up(tmp_path):
             test_no_import_goes_up_a_layer(bad)
     finally:
         bad.unlink()
+
+
+#: The house's room sizes (issue 33): a module a newcomer can read in one sitting, a function that
+#: fits on a screen and a half.
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_400_lines(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)} is {lines} lines: split it by what its parts do"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_function_is_over_80_lines(path):
+    long = [f"{node.name} (line {node.lineno}, {node.end_lineno - node.lineno + 1} lines)"
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"{path.relative_to(ROOT)}: {', '.join(long)}"

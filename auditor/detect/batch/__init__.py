@@ -22,6 +22,8 @@ from ...core.sql import statements
 from ...store import Store
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import pyarrow as pa
 
 SQL = statements("detect/batch/detect.sql")
