@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -72,3 +73,21 @@ def run_cli(*args: str, input: bytes | None = None, cwd: Path = ROOT):
 
     return subprocess.run([sys.executable, "-m", "auditor", *args], input=input, cwd=cwd,
                           capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """One Spark session (``local[2]``, 4 shuffle partitions) for every test that needs one: a JVM
+    takes tens of seconds to start here. Skipped without the spark extra or Java, except in CI
+    (the environment variable ``CI`` set), where a missing Java is a failure, never a silent skip."""
+    pytest.importorskip("pyspark", reason="the spark extra is not installed")
+    from auditor.spark import SparkUnavailable, session
+
+    try:
+        spark = session("local[2]", partitions=4)
+    except SparkUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(str(e), pytrace=False)
+        pytest.skip(str(e))
+    yield spark
+    spark.stop()

@@ -423,16 +423,12 @@ def test_live_through_the_processor(case):
 
 
 @pytest.mark.slow
-def test_spark(tmp_path):
+def test_spark(tmp_path, spark_session):
     """Every case on the Spark engine gives the single-node lease health and diagnostics."""
-    pytest.importorskip("pyspark", reason="the spark extra is not installed")
-    from auditor.spark import SparkUnavailable, session
     from auditor.spark import audit as spark_audit
 
-    try:
-        spark = session("local[2]", partitions=4)
-    except SparkUnavailable as e:
-        pytest.skip(str(e))
+    spark = spark_session
+
     def both(n_case):
         n, case = n_case
         log = write_jsonl(tmp_path / f"case{n}.jsonl", case.events)
@@ -446,11 +442,8 @@ def test_spark(tmp_path):
     # The session takes jobs from several threads: most of a small audit's time is Spark's latency.
     from concurrent.futures import ThreadPoolExecutor
 
-    try:
-        with ThreadPoolExecutor(4) as pool:
-            done = list(pool.map(both, enumerate(c for c in CASES if "spark" in c.engines)))
-    finally:
-        spark.stop()
+    with ThreadPoolExecutor(4) as pool:
+        done = list(pool.map(both, enumerate(c for c in CASES if "spark" in c.engines)))
     got = {name: g for name, g, _ in done}
     want = {name: w for name, _, w in done}
     assert got == want

@@ -31,17 +31,9 @@ pytestmark = pytest.mark.slow  # real processes and sessions: the end-to-end par
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from auditor.spark import SparkUnavailable, session
-
-    try:
-        spark = session("local[2]", partitions=PARTITIONS)
-    except SparkUnavailable as e:
-        if os.environ.get("CI"):  # in CI a missing Java is a failure, never a silent skip
-            pytest.fail(str(e), pytrace=False)
-        pytest.skip(str(e))
-    yield spark
-    spark.stop()
+def spark(spark_session):
+    """The suite's one session (conftest), of ``PARTITIONS`` shuffle partitions."""
+    return spark_session
 
 
 def document(result) -> dict:
