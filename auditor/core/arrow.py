@@ -3,7 +3,7 @@
 pyarrow imports pandas, when it is installed, at a process's first ``pa.array`` or ``pa.scalar``
 (it asks whether the value is a pandas object): a quarter of a second of a small audit's cold
 start, in any environment that has pandas (the spark extra, a notebook). The paths a small audit
-takes build their arrays here instead; ``tests/test_packaging.py`` holds them to it.
+takes build their arrays here instead; ``tests/core/test_packaging.py`` holds them to it.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ INSTANT_SHAPE = (r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
 #: What ``str.strip()`` removes, the normalizer's test of a blank value (SPEC rev 2: a string of
 #: spaces is absent): the characters ``str.isspace`` holds true for, written out, since finding them
 #: by testing every code point took a seventh of a second at every start. Python's Unicode
-#: database has named these since Unicode 6.3; tests/test_fast_path.py checks the list against it.
+#: database has named these since Unicode 6.3; tests/normalize/test_fast_path.py checks the list against it.
 BLANK = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
          "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
 

@@ -2,5 +2,5 @@
 
 ``batch`` is the set-based detector over the store (SQL); ``live`` the incremental one the
 OpenTelemetry door feeds one event at a time; ``lease`` measures lease health in both ways. One
-rule table (``tests/test_rules.py``) and one lease table (``tests/test_lease_engines.py``) pin
+rule table (``tests/rules/test_rules.py``) and one lease table (``tests/detect/test_lease_engines.py``) pin
 the engines to each other."""

@@ -89,7 +89,7 @@ def span_events(span: "ReadableSpan") -> list[LiveEvent] | None:
     building the records, as ``LiveEvent`` tuples; None when one of them needs
     ``event_from_record``'s checks (an alias, a string integer, a missing field...).
 
-    Same fields and values (pinned by tests/test_otel.py), except three the live detector
+    Same fields and values (pinned by tests/otel/test_otel.py), except three the live detector
     does not need built per event: ``ts`` stays the span's nanoseconds (findings render it),
     ``event_id`` is None (events at one seq are then compared by value), and ``attrs`` is only
     ``{"otel.capped": True}`` for capped spans.

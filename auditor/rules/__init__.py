@@ -7,7 +7,7 @@ The batch detector (``detect.batch``: SQL, then ``explain``) and the incremental
 word lives here: what each grade means and asks for (``grades``), the stable ids (``ids``), which
 epoch an incident is about, how a resolved (or unresolved) attempt is graded, confidence and the
 document's order (``findings``), the mandates (``authority``) and the lease rules (``lease``).
-tests/test_rules.py runs one table of histories against both engines.
+tests/rules/test_rules.py runs one table of histories against both engines.
 """
 
 from __future__ import annotations

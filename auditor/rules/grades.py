@@ -3,7 +3,7 @@ how a witness sentence ends when nothing more specific is known, and how it is d
 
 ``core.model.Grade`` names the grades (their values, in order); this registry says everything
 else about them, and every renderer reads it (the HTML report's colours and selectors, the
-terminal's styles, the Markdown and JUnit words). tests/test_grades.py fails when a grade is
+terminal's styles, the Markdown and JUnit words). tests/rules/test_grades.py fails when a grade is
 missing from it, and shows that a grade added here reaches every renderer without other edits.
 """
 

@@ -6,7 +6,7 @@ functions over a table, state per key over a stream). What they must agree on is
 small functions over plain numbers: what counts as a heartbeat attempt, in which order heartbeat
 gaps are taken, which evidence comes before a takeover, the timing rule ``L > R*H+J``, and how late
 extensions are reported (one diagnostic per group). ``health.sql`` gets ``ATTEMPTS`` as a bound
-parameter; the rest of the SQL is pinned to these definitions by ``tests/test_lease_engines.py``,
+parameter; the rest of the SQL is pinned to these definitions by ``tests/detect/test_lease_engines.py``,
 which runs the batch, live and Spark engines on one table of cases.
 
 Durations are whole milliseconds here; the engines write seconds.

@@ -64,7 +64,7 @@ class Store(Appending, Accounting):
         self.path = None if path is None else Path(path)
         self.keep_payloads = keep_payloads
         # Every line through normalize_line, none on the SQL fast path: the reference the fast
-        # path is pinned to (tests/test_fast_path.py), never faster.
+        # path is pinned to (tests/normalize/test_fast_path.py), never faster.
         self.careful = careful
         # A box, not self, in the UDF's closure: the connection holds the UDF, and the store
         # must not be kept alive by its own connection.

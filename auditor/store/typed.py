@@ -9,7 +9,7 @@ bits); ``split`` adds that ``attrs`` be an object of plain JSON values. Its colu
 fast path reads from the record's JSON line; the stage query then computes ``ts``, ``ts_utc``,
 the derived ``event_id`` and the accounting from them exactly as for the line. Every other record
 goes the JSON way, through the normalizer, and the live audit checks it the same way.
-tests/test_store_typed.py pins the result to the careful store.
+tests/store/test_store_typed.py pins the result to the careful store.
 
 ``prepare`` does the split where the records are made, ahead of the append: ``auditor serve``'s
 decoder processes, off the receiver's GIL (the split is a third of the store writer's Python).

@@ -6,7 +6,7 @@ acquisitions that raised the highest epoch (the "records", increasing in both se
 handful per key), the epochs that committed each effect key and each step, and the stale attempts
 still waiting for their outcome. Work per event is a few dict lookups (a bisect over the records
 only when an event arrives behind its key's newest seq). It is the OTel processor's detector and
-the plain-Python reference for the batch detector; ``tests/test_live_detector.py`` pins the two
+the plain-Python reference for the batch detector; ``tests/detect/test_live_detector.py`` pins the two
 together.
 
 Contract: ``feed`` returns the findings that became certain with that event (a stale attempt
