@@ -269,7 +269,7 @@ class Store(Appending, Accounting):
     def more_memory(self) -> bool:
         """Raise the store's memory limit for a statement that ran out (``memory.raised``); False
         when it cannot go higher, or was set by ``AUDITOR_MEMORY_LIMIT``."""
-        higher = None if os.environ.get(memory.ENV, "").strip() else memory.raised(self.memory_limit)
+        higher = memory.raised(self.memory_limit)
         if higher is None:
             return False
         self.memory_limit = higher

@@ -73,7 +73,10 @@ def limit() -> str:
 
 def raised(current: str) -> str | None:
     """The limit to try a statement again under after it ran out of ``current``: double it, up to
-    ``CEILING`` of the memory available; None when it cannot go higher."""
+    ``CEILING`` of the memory available; None when it cannot go higher, or when
+    ``AUDITOR_MEMORY_LIMIT`` set it (a limit the user gave is kept)."""
+    if os.environ.get(ENV, "").strip():
+        return None
     now = size_bytes(current)
     top = available() * CEILING
     if now == float("inf") or now >= top:

@@ -34,6 +34,7 @@ def test_the_variable_sets_the_limit_and_keeps_it(monkeypatch):
 
 
 def test_a_raised_limit_doubles_up_to_half_the_memory_available(monkeypatch):
+    monkeypatch.delenv(memory.ENV, raising=False)
     monkeypatch.setattr(memory, "available", lambda: 24 << 30)
     assert memory.raised("768MiB") == "1536MiB"
     assert memory.raised("8GiB") == "12288MiB"  # 16 GiB would pass the ceiling, 12 GiB
