@@ -15,6 +15,7 @@ file position).
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -134,6 +135,27 @@ class Spool(Sequence, Generic[T]):
             for line in block.split(b"\n"):
                 yield held[i] if held and i in held else decode(loads(line))
                 i += 1
+
+    def containing(self, needles: Iterable[bytes]) -> Iterator[T]:
+        """The items, in order, whose line holds one of ``needles`` (a superset the caller narrows:
+        e.g. ``b'"workflow_key":' + orjson.dumps(key)``, which every item of that key holds, as its
+        line is orjson's encoding). Only those lines are decoded: a report's few drawn keys read a
+        million findings in the time of a byte search."""
+        needles = list(dict.fromkeys(needles))
+        if not needles:
+            return
+        # one pass per block: re factors the needles' common prefix out of the alternation
+        found = re.compile(b"|".join(re.escape(n) for n in needles)).finditer
+        decode, loads, held = self._decode, orjson.loads, self._held
+        first = 0  # the index of the block's first line
+        for block in self.blocks(BLOCK):
+            starts = {block.rfind(b"\n", 0, m.start()) + 1 for m in found(block)}
+            for start in sorted(starts):
+                end = block.find(b"\n", start)
+                line = block[start:] if end < 0 else block[start:end]
+                i = first + block.count(b"\n", 0, start)
+                yield held[i] if held and i in held else decode(loads(line))
+            first += block.count(b"\n") + 1
 
     def blocks(self, size: int = BLOCK) -> Iterator[bytes]:
         """The lines in order, in blocks of about ``size`` bytes, each whole lines joined by

@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import orjson
+
 from ...core.model import Event, Finding, Kind, Reporter, SinkResult
 from ...rules import TWICE
 from ...store import Store
@@ -97,6 +99,8 @@ def excerpts(store: Store, keys: Iterable[str], findings: Iterable[Finding],
     for r in lean(store, lambda con: con.execute(SQL["timeline_rows"], [keys, limit]).fetchall()):
         rows[r[1]].append(r)
     by_key: dict[str, list[Finding]] = {k: [] for k in keys}
+    if hasattr(findings, "containing"):  # an explain.spool.Spool: decode only the lines of these keys
+        findings = findings.containing(b'"workflow_key":' + orjson.dumps(k) for k in keys)
     for f in findings:
         if f.workflow_key in by_key:
             by_key[f.workflow_key].append(f)

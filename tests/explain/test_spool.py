@@ -1,0 +1,42 @@
+"""``Spool.containing``: the items of a spool whose line holds a byte string, in order, decoded
+only for those lines (how a report's timelines find their keys' findings among a million)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from auditor.explain import spool
+from auditor.explain.spool import Spool
+
+KEYS = ["a", "b", 'c"d', "é", "a\\b", "wf-1"]
+
+
+def _items() -> list[dict]:
+    # a worker named like another key must not bring its item along: the needle names the field
+    return [{"workflow_key": KEYS[i * 7 % len(KEYS)], "worker": KEYS[i % len(KEYS)], "n": i} for i in range(3000)]
+
+
+def _needles(keys):
+    return [b'"workflow_key":' + orjson.dumps(k) for k in keys]
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+@pytest.mark.parametrize("block", [64, spool.BLOCK])
+@pytest.mark.parametrize("keys", [["a"], ['c"d', "é"], ["zz"], ["a\\b", "a", "a"], KEYS])
+def test_containing_is_the_filtered_list(monkeypatch, in_memory, block, keys):
+    monkeypatch.setattr(spool, "IN_MEMORY", 1 << 30 if in_memory else 0)
+    monkeypatch.setattr(spool, "BLOCK", block)
+    items = _items()
+    s = Spool.of(items, dict)
+    got = list(s.containing(_needles(keys)))
+    assert got == [i for i in items if i["workflow_key"] in keys]
+    assert len(got) == sum(1 for i in items if i["workflow_key"] in keys)
+
+
+def test_containing_reads_held_items_as_held():
+    s = Spool.of([{"workflow_key": "a", "n": 0}], dict)
+    held = {"workflow_key": "a", "n": 1, "extra": True}
+    s.append(held)
+    assert list(s.containing(_needles(["a"]))) == [{"workflow_key": "a", "n": 0}, held]
+    assert list(s.containing(_needles(["b"]))) == []
