@@ -79,7 +79,7 @@ SELECT 'e' AS tag, event_id, seq, obs, workflow_key, kind, epoch, worker, effect
        epoch_us(lease_until) AS lease_until_us, heartbeat, reason AS reason_field, authority_id,
        epoch_us(expires_at) AS expires_at_us, scope, decision, position,
        array_to_string(dropped, ',') AS dropped
-FROM events"""
+FROM identified_events()"""
 #: The document lists the first quarantined lines (``Store.input_summary``'s ``first``): no
 #: file can contribute more than that many to it.
 QUARANTINE_FIRST = 20

@@ -60,12 +60,16 @@ class Store(Appending, Accounting):
 
     def __init__(self, path: str | Path | None = None, *, keep_payloads: bool = False,
                  lock_timeout: float = 0.0, read_only: bool = False,
-                 vocabulary: "Vocabulary | str | os.PathLike | None" = None, careful: bool = False) -> None:
+                 vocabulary: "Vocabulary | str | os.PathLike | None" = None, careful: bool = False,
+                 derive_ids: bool = False) -> None:
         self.path = None if path is None else Path(path)
         self.keep_payloads = keep_payloads
         # Every line through normalize_line, none on the SQL fast path: the reference the fast
         # path is pinned to (tests/normalize/test_fast_path.py), never faster.
         self.careful = careful
+        # Write every derived event id as the line is staged, not only those detection compares
+        # (store.sql's fill_ids): the reference the lazy ids are pinned to (tests/store/test_lazy_ids.py).
+        self.derive_ids = derive_ids
         # A box, not self, in the UDF's closure: the connection holds the UDF, and the store
         # must not be kept alive by its own connection.
         self._vocabulary = [vocabulary_of(vocabulary)]
@@ -99,6 +103,29 @@ class Store(Appending, Accounting):
         else:
             self.con.execute(SQL["schema"])  # adds what an older store lacks
             self._number_older_events()
+        self._macros()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection of its own to this store's database (reads beside another's open
+        result), quiet, with this store's macros (temporary ones are each connection's own)."""
+        cur = self.con.cursor()
+        cur.execute("SET TimeZone = 'UTC'")  # each connection's own setting: derived ids hash instants as text
+        cur.execute(QUIET)
+        try:
+            cur.execute(SQL["macros"])
+        except duckdb.CatalogException:
+            if not self.read_only:
+                raise
+        return cur
+
+    def _macros(self) -> None:
+        """``derived_event_id`` and ``identified_events()`` (store.sql's macros) for this connection;
+        a read-only file without an events table has none to read."""
+        try:
+            self.con.execute(SQL["macros"])
+        except duckdb.CatalogException:
+            if not self.read_only:
+                raise
 
     def _read_older_schema(self) -> None:
         """A store written before revision 3, opened read-only, cannot gain the columns revisions

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from ..core.fields import REPORTERS
 from ..core.model import Diagnostic, DiagnosticKind, Event, Kind, Reporter, SinkResult
 from ..core.summary import InputSummary, QuarantinedLine, UnplacedLine
-from ..core.sql import QUIET
 from ..rules import stable_id
 from .ignored import ignore_summary
 from .schema import SQL
@@ -80,8 +79,7 @@ class Accounting:
     def iter_events(self, batch: int = 100_000) -> Iterator[Event]:
         """Every placed event in authoritative order per workflow key (the live detector's feed;
         unplaced events, without seq in a key ordered by seq, have no place in it)."""
-        cur = self.con.cursor()
-        cur.execute(QUIET)
+        cur = self.cursor()
         cur.execute(SQL["event_columns"] + " WHERE ord IS NOT NULL ORDER BY workflow_key, ord, event_id, obs")
         while rows := cur.fetchmany(batch):
             yield from (_event(r) for r in rows)

@@ -138,6 +138,7 @@ class Appending:
             ignored = count_ignored(con, source_id, self.vocabulary).get(source_id, 0)
             ((quarantined,),) = con.execute(SQL["quarantine_staged"], [source_id]).fetchall()
             con.execute(SQL["drop_rejected"], [source_id])
+            self._fill_ids(source_id)
             normalized = lines_read - quarantined - ignored
             con.execute(SQL["drop_duplicates"], [source_id])
             (after,) = con.execute("SELECT count(*) FROM events").fetchone()
@@ -146,11 +147,19 @@ class Appending:
                 "INSERT INTO sources (source_id, name, digest, format, lines_read, events, duplicates, quarantined, "
                 "ignored) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [source_id, name, digest, fmt, lines_read, added, normalized - added, quarantined, ignored])
+            con.execute(SQL["settle_given_ids"])
             ((numbered,),) = con.execute(SQL["numbered"], [source_id, base]).fetchall()
             if not numbered:
                 con.execute(SQL["positions"], [source_id, base])
             con.execute(SQL["observed_order"])
         return SourceCounts(name, lines_read, added, normalized - added, quarantined, ignored=ignored)
+
+    def _fill_ids(self, first: int) -> None:
+        """The derived ids of the sources from ``first`` on that detection compares (store.sql's
+        ``fill_ids``; a ``derive_ids`` store wrote them all as it staged)."""
+        if not self.derive_ids:
+            self.con.execute(SQL["settle_given_ids"])  # a store written before: what its sources gave
+            self.con.execute(SQL["fill_ids"], [first])
 
     def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int,
                position_base: int | None = None) -> int:
@@ -169,7 +178,7 @@ class Appending:
         held.clear()
         ((staged,),) = self.con.execute(SQL["stage"], dict(
             _STAGE_PARAMS, **stage_params(self.vocabulary), source_id=source_id, keep_payloads=self.keep_payloads,
-            careful=self.careful, position_base=position_base)).fetchall()
+            careful=self.careful, position_base=position_base, derive_ids=self.derive_ids)).fetchall()
         return staged
 
     def ingest_many(self, items: list[tuple[str, str, list["pa.Table"], str | None]]) -> list[SourceCounts]:
@@ -222,6 +231,7 @@ class Appending:
                 count_ignored(con, first, self.vocabulary)
                 con.execute(SQL["quarantine_staged"], [first])
                 con.execute(SQL["drop_rejected"], [first])
+                self._fill_ids(first)
                 con.execute(SQL["drop_duplicates"], [first])
             else:
                 counts = {}
@@ -240,6 +250,7 @@ class Appending:
                         "quarantined, ignored) SELECT unnest(?::INTEGER[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                         "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[]), "
                         "unnest(?::BIGINT[]), unnest(?::BIGINT[])", [list(column) for column in zip(*rows)])
+            con.execute(SQL["settle_given_ids"])
             ((base,),) = con.execute(SQL["position_base"], [first]).fetchall()
             con.execute(SQL["positions"], [first, base])
             con.execute(SQL["observed_order"])

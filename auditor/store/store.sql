@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS sources (
     quarantined BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
-    event_id     VARCHAR NOT NULL,
+    event_id     VARCHAR,          -- as given; null for a derived id not needed yet (see fill_ids)
     ord          BIGINT,           -- the order detection uses: seq, or observation rank when seq is missing
     seq          BIGINT,
     obs          BIGINT NOT NULL,  -- observation position: source_id * 2^36 + pos; the row's unique identity
@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS events (
     position     BIGINT,
     dropped      VARCHAR[]
 );
+ALTER TABLE events ALTER COLUMN event_id DROP NOT NULL;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS heartbeat VARCHAR;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS reason VARCHAR;
@@ -62,6 +63,9 @@ CREATE TABLE IF NOT EXISTS quarantine (
 -- Revision 3: lines a vocabulary's [ignore] entries declare irrelevant, counted per source (never
 -- events, never quarantined), and per source and entry: how many, the first, and up to 10 values.
 ALTER TABLE sources ADD COLUMN IF NOT EXISTS ignored BIGINT DEFAULT 0;
+-- Whether the source gave an event_id that looks like a derived one and is not its own event's
+-- derived id (null: not known yet, a store written before; see settle_given_ids and fill_ids).
+ALTER TABLE sources ADD COLUMN IF NOT EXISTS given_derived_ids BOOLEAN;
 CREATE TABLE IF NOT EXISTS ignore_entries (
     source_id   INTEGER NOT NULL,
     entry_table VARCHAR NOT NULL,  -- 'kinds' (an exact value) or 'kind_patterns' (a regular expression)
@@ -71,6 +75,32 @@ CREATE TABLE IF NOT EXISTS ignore_entries (
     first_obs   BIGINT NOT NULL,
     samples     VARCHAR[] NOT NULL -- distinct values, in the order first seen
 );
+
+-- name: macros
+-- Run on every connection (temporary: a read-only store has them too). A derived event id hashes
+-- every canonical field by name, absent ones included (as null), so two different events never
+-- share one; the optional fields of revision 2 join the hash only when one is given, so an event
+-- without them keeps the id revision 1 derived. The arguments are the events table's columns.
+CREATE OR REPLACE TEMP MACRO derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key, sink,
+                                              sink_result, reporter, step_id, attrs, ts, lease_until,
+                                              heartbeat, reason, authority_id, expires_at, scope, decision) AS
+    md5(to_json(struct_pack(seq := seq, workflow_key := workflow_key, kind := kind, epoch := epoch,
+                            worker := worker, effect_key := effect_key, sink := sink,
+                            sink_result := sink_result, reporter := reporter, step_id := step_id,
+                            attrs := attrs, ts := ts))::VARCHAR
+        || CASE WHEN lease_until IS NULL AND heartbeat IS NULL AND reason IS NULL AND authority_id IS NULL
+                     AND expires_at IS NULL AND scope IS NULL AND decision IS NULL THEN ''
+                ELSE to_json(struct_pack(lease_until := lease_until, heartbeat := heartbeat, reason := reason,
+                                         authority_id := authority_id, expires_at := expires_at,
+                                         scope := scope, decision := decision))::VARCHAR END);
+-- The events with every id: the one given, or the derived one (the store writes a derived id only
+-- where detection compares ids, see fill_ids). What a person or a report reads an id from.
+CREATE OR REPLACE TEMP MACRO identified_events() AS TABLE
+    SELECT * REPLACE (coalesce(event_id, derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key,
+                                                          sink, sink_result, reporter, step_id, attrs, ts,
+                                                          lease_until, heartbeat, reason, authority_id,
+                                                          expires_at, scope, decision)) AS event_id)
+    FROM events;
 
 -- name: stage
 -- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR)
@@ -260,23 +290,15 @@ WITH decoded AS (
                  CASE WHEN regexp_full_match(expires_at_given, $instant_shape)
                       THEN try_cast(upper(expires_at_given) AS TIMESTAMPTZ) END AS expires_at
           FROM picked)
-), hashed AS (
-    -- A derived id hashes every canonical field by name, absent ones included (as null), so two
-    -- different events never share one. The optional fields of revision 2 join the hash only
-    -- when one is given: an event without them keeps the id revision 1 derived.
-    SELECT *, to_json(struct_pack(*COLUMNS(* EXCLUDE (line, pos, rejected, ignored, event_id, ts_utc, lease_until, heartbeat,
-                                                     reason, authority_id, expires_at, scope, decision,
-                                                     dropped)))) AS core
-    FROM timed
 ), derived AS (
-    -- Only for an event without an id of its own (a span's records all have one).
-    SELECT *, CASE WHEN event_id IS NULL AND rejected IS NULL AND ignored IS NULL THEN
-                   md5(core::VARCHAR || CASE WHEN lease_until IS NULL AND heartbeat IS NULL AND reason IS NULL
-                                          AND authority_id IS NULL AND expires_at IS NULL AND scope IS NULL
-                                          AND decision IS NULL THEN ''
-                                     ELSE to_json(struct_pack(lease_until, heartbeat, reason, authority_id,
-                                                              expires_at, scope, decision))::VARCHAR END) END AS derived
-    FROM hashed
+    -- A derived id (an event without an id of its own) is written here only when $derive_ids asks
+    -- for it: md5 of every row cost a quarter of this statement, and an id is read only where two
+    -- events could tie (fill_ids writes those) or be shown (identified_events derives it then).
+    SELECT *, CASE WHEN $derive_ids AND event_id IS NULL AND rejected IS NULL AND ignored IS NULL THEN
+                   derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter,
+                                    step_id, attrs, ts, lease_until, heartbeat, reason, authority_id, expires_at,
+                                    scope, decision) END AS derived
+    FROM timed
 )
 SELECT
     -- A rejected line is marked by an empty kind (no event has one) and fills the columns an
@@ -319,6 +341,46 @@ SELECT source_id, count(*) AS lines_read, count(*) FILTER (WHERE kind = '' AND r
        count(*) FILTER (WHERE kind = '' AND reason IS NULL) AS ignored
 FROM events WHERE source_id >= $1 GROUP BY source_id;
 
+-- name: fill_ids
+-- The derived ids detection reads, written after the sources from $1 on are staged (before their
+-- sources rows exist; settle_given_ids first): ids break ties between events at one place of one
+-- key (same workflow_key and seq, a null seq counting as one value: a key ordered by observation
+-- has all its events there), and exact duplicates share their (workflow_key, seq) too. So every
+-- event in such a group of more than one, over the whole store, gets its id. The groups are found
+-- by a 64-bit hash of the key: a collision only writes more ids (all of them exact), never fewer.
+-- Should a source give an id that looks like a derived one (32 hex digits) and is not its own
+-- event's, it could name another event: then every event gets its id, now and in every later
+-- append, and id_conflicts sees them all.
+UPDATE events SET event_id = derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key, sink,
+                                              sink_result, reporter, step_id, attrs, ts, lease_until,
+                                              heartbeat, reason, authority_id, expires_at, scope, decision)
+WHERE event_id IS NULL AND (
+    EXISTS (SELECT 1 FROM sources WHERE given_derived_ids)
+    OR EXISTS (SELECT 1 FROM events WHERE source_id >= $1 AND event_id IS NOT NULL
+                                      AND regexp_full_match(event_id, '[0-9a-f]{32}')
+                                      AND event_id <> derived_event_id(seq, workflow_key, kind, epoch, worker,
+                                              effect_key, sink, sink_result, reporter, step_id, attrs, ts,
+                                              lease_until, heartbeat, reason, authority_id, expires_at, scope,
+                                              decision))
+    -- row values compare as structs here: a null seq equals a null seq
+    OR (hash(workflow_key), seq) IN (
+        SELECT (h, seq) FROM (SELECT hash(workflow_key) AS h, seq FROM events)
+        WHERE h IN (SELECT hash(workflow_key) FROM events WHERE source_id >= $1)
+        GROUP BY h, seq HAVING count(*) > 1));
+
+-- name: settle_given_ids
+-- sources.given_derived_ids of every source not known yet (those just added, or all of a store
+-- written before): an id of 32 hex digits other than its own event's derived id (fill_ids).
+UPDATE sources SET given_derived_ids = coalesce((
+    SELECT bool_or(e.event_id <> derived_event_id(e.seq, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key,
+                                                 e.sink, e.sink_result, e.reporter, e.step_id, e.attrs, e.ts,
+                                                 e.lease_until, e.heartbeat, e.reason, e.authority_id,
+                                                 e.expires_at, e.scope, e.decision))
+    FROM events e
+    WHERE e.source_id = sources.source_id AND e.event_id IS NOT NULL
+      AND regexp_full_match(e.event_id, '[0-9a-f]{32}')), false)
+WHERE given_derived_ids IS NULL;
+
 -- name: drop_duplicates
 -- Exact duplicates collapse: the first observation of an event (one event_id, one content) wins,
 -- and an event already in the store adds nothing, which is what makes ingest idempotent.
@@ -333,8 +395,11 @@ DELETE FROM events WHERE rowid IN (
                      md5(to_json(struct_pack(*COLUMNS(* EXCLUDE (event_id, ord, obs, source_id, line, ts_utc, position))))) AS content
               FROM events
               -- counted only over the ids the new sources use: no hash table of the whole store
-              WHERE hash(event_id) IN (SELECT h FROM (SELECT hash(event_id) AS h FROM events) WHERE h IN (
-                                           SELECT hash(event_id) FROM events WHERE source_id >= $1)
+              -- (an event without an id written has no duplicate: fill_ids wrote the id of each that could)
+              WHERE event_id IS NOT NULL
+                AND hash(event_id) IN (SELECT h FROM (SELECT hash(event_id) AS h FROM events WHERE event_id IS NOT NULL)
+                                       WHERE h IN (SELECT hash(event_id) FROM events
+                                                   WHERE source_id >= $1 AND event_id IS NOT NULL)
                                        GROUP BY h HAVING count(*) > 1)))
     WHERE obs > first);
 
@@ -342,7 +407,8 @@ DELETE FROM events WHERE rowid IN (
 -- Event ids that name more than one event (after exact duplicates collapsed): each row is kept.
 SELECT e.event_id, list((s.name, e.line, e.workflow_key, e.seq, e.kind) ORDER BY e.obs)
 FROM events e JOIN sources s USING (source_id)
-WHERE hash(e.event_id) IN (SELECT hash(event_id) FROM events GROUP BY 1 HAVING count(*) > 1)
+WHERE e.event_id IS NOT NULL
+  AND hash(e.event_id) IN (SELECT hash(event_id) FROM events WHERE event_id IS NOT NULL GROUP BY 1 HAVING count(*) > 1)
 GROUP BY e.event_id HAVING count(*) > 1
 ORDER BY min(e.obs);
 
@@ -435,4 +501,4 @@ LIMIT $1;
 SELECT ord AS seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter,
        step_id, ts, event_id, attrs, lease_until, heartbeat, reason, authority_id, expires_at, scope,
        decision, position
-FROM events;
+FROM identified_events();

@@ -37,7 +37,7 @@ def test_the_store_keeps_every_field_and_only_its_own_columns_beside():
 
 
 def test_what_the_store_reads_back_is_every_field():
-    read = re.search(r"SELECT (.*?)\s+FROM events", SQL["event_columns"], re.S).group(1)
+    read = re.search(r"SELECT (.*?)\s+FROM identified_events\(\)", SQL["event_columns"], re.S).group(1)
     names = [c.strip().split()[-1] for c in read.replace("\n", " ").split(",")]
     assert set(names) == set(FIELDS) | {"attrs", "position"}
 

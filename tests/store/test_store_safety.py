@@ -151,7 +151,7 @@ def test_small_files_batched_account_like_one_by_one(tmp_path):
     one_by_one = [read_source(single, s, idempotent=True) for s in discover([tmp_path / "logs"])]
     assert counts == one_by_one and counts[-1].skipped  # part-999: the same bytes as part-000
     assert all(c.lines_read == c.events + c.duplicates + c.quarantined for c in counts)
-    rows = "SELECT * EXCLUDE (ord) FROM events ORDER BY event_id"
+    rows = "SELECT * EXCLUDE (ord) FROM identified_events() ORDER BY event_id"
     assert batched.con.execute(rows).fetchall() == single.con.execute(rows).fetchall()
     assert (batched.con.execute("SELECT * FROM sources ORDER BY 1").fetchall()
             == single.con.execute("SELECT * FROM sources ORDER BY 1").fetchall())

@@ -348,7 +348,7 @@ DROP TABLE IF EXISTS evidence; DROP TABLE IF EXISTS key_acquirers; DETACH DATABA
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
        e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
        e.position, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
-FROM events e JOIN sources src USING (source_id)
+FROM identified_events() e JOIN sources src USING (source_id)
 WHERE e.ord IS NOT NULL
 ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
 
@@ -360,7 +360,7 @@ ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
 -- raises it; an acquisition that does not is an epoch regression). H comes from one row per
 -- position, so no window frame does arithmetic on a position (it may be any int64).
 WITH ev AS (
-    SELECT e.*, src.name AS file FROM events e JOIN sources src USING (source_id)
+    SELECT e.*, src.name AS file FROM identified_events() e JOIN sources src USING (source_id)
     WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])) AND e.ord IS NOT NULL
 ), per_position AS (
     SELECT workflow_key, ord,
@@ -388,6 +388,6 @@ ORDER BY workflow_key, ord, event_id, obs;
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
        e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
        e.position, e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
-FROM events e JOIN sources src USING (source_id)
+FROM identified_events() e JOIN sources src USING (source_id)
 WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])) AND e.ord IS NOT NULL
 ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;

@@ -19,7 +19,6 @@ import orjson
 from ...core.model import Event, Finding, Kind, Reporter, SinkResult
 from ...rules import TWICE
 from ...store import Store
-from ...core.sql import QUIET
 from . import SQL, lean
 
 _KINDS = {k.value: k for k in Kind}
@@ -80,8 +79,7 @@ def event_of(row: tuple) -> Event:
 def iter_events(store: Store, batch: int = 100_000) -> Iterator[Event]:
     """Every stored event with its provenance, in order per key: what the live detector is fed
     when it is checked against the batch one."""
-    cur = store.con.cursor()
-    cur.execute(QUIET)
+    cur = store.cursor()
     cur.execute(SQL["event_rows"])
     while rows := cur.fetchmany(batch):
         yield from (event_of(r) for r in rows)
