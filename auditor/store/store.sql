@@ -93,14 +93,17 @@ CREATE OR REPLACE TEMP MACRO derived_event_id(seq, workflow_key, kind, epoch, wo
                 ELSE to_json(struct_pack(lease_until := lease_until, heartbeat := heartbeat, reason := reason,
                                          authority_id := authority_id, expires_at := expires_at,
                                          scope := scope, decision := decision))::VARCHAR END);
--- The events with every id: the one given, or the derived one (the store writes a derived id only
--- where detection compares ids, see fill_ids). What a person or a report reads an id from.
+-- An event's id: the one written, or its derived one. e is a row of the events table (as a struct:
+-- `SELECT event_id_of(e) FROM events e`).
+CREATE OR REPLACE TEMP MACRO event_id_of(e) AS
+    coalesce(e.event_id, derived_event_id(e.seq, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink,
+                                          e.sink_result, e.reporter, e.step_id, e.attrs, e.ts, e.lease_until,
+                                          e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision));
+-- The events with every id (the store writes a derived id only where detection compares ids, see
+-- fill_ids): what a person or a report reads ids from. A query that reads a few keys filters the
+-- events table first and takes event_id_of(e) after: DuckDB does not push a join into this.
 CREATE OR REPLACE TEMP MACRO identified_events() AS TABLE
-    SELECT * REPLACE (coalesce(event_id, derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key,
-                                                          sink, sink_result, reporter, step_id, attrs, ts,
-                                                          lease_until, heartbeat, reason, authority_id,
-                                                          expires_at, scope, decision)) AS event_id)
-    FROM events;
+    SELECT e.* REPLACE (event_id_of(e) AS event_id) FROM events e;
 
 -- name: stage
 -- One chunk of raw lines (an arrow table raw_chunk(line BIGINT, pos BIGINT, raw BLOB, bad VARCHAR)

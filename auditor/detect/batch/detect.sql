@@ -360,7 +360,7 @@ ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
 -- raises it; an acquisition that does not is an epoch regression). H comes from one row per
 -- position, so no window frame does arithmetic on a position (it may be any int64).
 WITH ev AS (
-    SELECT e.*, src.name AS file FROM identified_events() e JOIN sources src USING (source_id)
+    SELECT e.* REPLACE (event_id_of(e) AS event_id), src.name AS file FROM events e JOIN sources src USING (source_id)
     WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])) AND e.ord IS NOT NULL
 ), per_position AS (
     SELECT workflow_key, ord,
@@ -386,8 +386,8 @@ ORDER BY workflow_key, ord, event_id, obs;
 -- Every event of the keys in $1 (those under the authority rules or with compensation records, SPEC
 -- section 8) in each key's order, as event_rows with the parsed ts (column 17).
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
-       e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
+       e.reporter, e.step_id, e.ts, event_id_of(e) AS event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
        e.position, e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
-FROM identified_events() e JOIN sources src USING (source_id)
+FROM events e JOIN sources src USING (source_id)
 WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])) AND e.ord IS NOT NULL
 ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
