@@ -15,7 +15,6 @@ import heapq
 from collections.abc import Callable
 from typing import NamedTuple
 
-import orjson
 
 from ..core.model import Diagnostic, Finding, Grade, Incident
 from ..detect.batch import Detection
@@ -38,8 +37,8 @@ class Findings(Spool):
         self._grades: dict[Grade, int] = {}
 
     def add(self, findings: list[Finding]) -> None:
-        dumps, grades = orjson.dumps, self._grades
-        self.extend([dumps(f) for f in findings])
+        grades = self._grades
+        self.extend_items(findings)
         for f in findings:
             grades[f.grade] = grades.get(f.grade, 0) + 1
 
@@ -64,7 +63,7 @@ class Incidents(Spool):
         self._first: dict[Callable, list[Incident]] = {severity: [], urgency: []}
 
     def add(self, incidents: list[Incident]) -> None:
-        self.extend([orjson.dumps(i) for i in incidents])
+        self.extend_items(incidents)
         for order, kept in self._first.items():
             # earlier ones first among equals: nsmallest is sorted()[:n] of kept + these, in this order
             self._first[order] = heapq.nsmallest(KEPT, kept + incidents, key=order)

@@ -96,7 +96,7 @@ class WorkflowTable(Spool):
         if counts.num_rows <= SMALL_BATCH:  # orjson per summary spares a small audit pyarrow.compute
             summaries = [marked.get(i) or clean(*row) for i, row in
                          enumerate(zip(*(counts.column(name).to_pylist() for name in COUNTS)))]
-            self.extend([orjson.dumps(w) for w in summaries])
+            self.extend_items(summaries)
             for w in summaries:
                 self._count(w)
             return
