@@ -40,3 +40,25 @@ def test_containing_reads_held_items_as_held():
     s.append(held)
     assert list(s.containing(_needles(["a"]))) == [{"workflow_key": "a", "n": 0}, held]
     assert list(s.containing(_needles(["b"]))) == []
+
+
+def test_encoded_lines_do_not_keep_the_buffers_they_were_written_in():
+    """orjson returns each line in the buffer it wrote it in (16 KB for a finding): a spool copies
+    the lines as they are made, so adding a batch costs about the bytes it writes."""
+    import tracemalloc
+
+    from auditor.core.model import Finding, Grade, Kind
+
+    findings = [Finding(f"f-{i}", Grade.STALE_COMMIT, f"k-{i}", i, i, Kind.PROGRESS, 1, "w", 2, "v", 1, 1)
+                for i in range(5000)]
+    written = sum(len(orjson.dumps(f)) + 1 for f in findings)
+    s = Spool(dict)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        s.extend_items(findings)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert len(s) == 5000 and s.line(4999) == orjson.dumps(findings[-1])
+    assert peak < 3 * written, (peak, written)  # a list of the encoded lines: 30 times as much
