@@ -76,6 +76,12 @@ class KeyFindings:
     capped: set[str] = field(default_factory=set)  # finding ids whose span was capped by limits
 
 
+#: Workflow keys read (and explained) at a time. A batch's Python objects are most of an audit's
+#: memory beside DuckDB's: at ten million events, batches of 65,536 keys and 50,000 finding rows
+#: peaked at 1,191 MB, of 16,384 each at 908 MB, in the same time (bench/RESULTS.md).
+KEY_BATCH = 16_384
+
+
 class Detection:
     """What the detector saw, read key by key: ``batches()`` hands over every workflow key in key
     order, with the findings and facts of those that have any, so that nothing of a big audit is
@@ -90,7 +96,7 @@ class Detection:
         self.newest_ts = newest_ts
         self._open = True
 
-    def batches(self, size: int = 65_536) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
+    def batches(self, size: int = KEY_BATCH) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
         """Every workflow key in key order, in Arrow batches of the columns of ``result.COUNTS``
         (and more), each with the ``KeyFindings`` of its keys that have findings or fall under
         the authority rules. Authority diagnostics join ``diagnostics`` as their keys are read."""

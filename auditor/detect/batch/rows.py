@@ -29,8 +29,8 @@ _GRADES = {g.value: g for g in Grade}
 _KINDS = {k.value: k for k in Kind}
 _OUTCOMES = {o.value: o for o in Outcome}
 _REJECTED = Grade.REJECTED_ATTEMPT
-#: Finding rows read at a time.
-FINDING_BATCH = 50_000
+#: Finding rows read at a time (see ``KEY_BATCH``).
+FINDING_BATCH = 16_384
 
 
 def batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
