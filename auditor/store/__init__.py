@@ -103,6 +103,9 @@ class Store(Appending, Accounting):
         else:
             self.con.execute(SQL["schema"])  # adds what an older store lacks
             self._number_older_events()
+            if self.con.execute("SELECT is_nullable FROM information_schema.columns WHERE table_schema = 'main' "
+                                "AND table_name = 'events' AND column_name = 'event_id'").fetchone() == ("NO",):
+                self.con.execute(SQL["nullable_ids"])
         self._macros()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:

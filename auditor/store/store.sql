@@ -45,7 +45,6 @@ CREATE TABLE IF NOT EXISTS events (
     position     BIGINT,
     dropped      VARCHAR[]
 );
-ALTER TABLE events ALTER COLUMN event_id DROP NOT NULL;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS heartbeat VARCHAR;
 ALTER TABLE events ADD COLUMN IF NOT EXISTS reason VARCHAR;
@@ -75,6 +74,11 @@ CREATE TABLE IF NOT EXISTS ignore_entries (
     first_obs   BIGINT NOT NULL,
     samples     VARCHAR[] NOT NULL -- distinct values, in the order first seen
 );
+
+-- name: nullable_ids
+-- A store written before derived ids were left unwritten (see fill_ids) has event_id NOT NULL; run
+-- only then (an ALTER writes to the store's log, and opening a store writes nothing).
+ALTER TABLE events ALTER COLUMN event_id DROP NOT NULL;
 
 -- name: macros
 -- Run on every connection (temporary: a read-only store has them too). A derived event id hashes

@@ -179,3 +179,13 @@ def test_ids_derived_on_read_do_not_depend_on_the_time_zone(tmp_path, tz):
                          env=dict(os.environ, TZ=tz))
     fed, shown = json.loads(out.stdout)
     assert fed == shown == [e[0] for e in eager]
+
+
+def test_opening_a_store_writes_nothing(tmp_path):
+    """The upgrade of a store written before (event_id NOT NULL) runs only on such a store: an
+    ALTER on every open wrote to the store's log before any line was read."""
+    db = tmp_path / "s.duckdb"
+    with Store(db) as store:
+        ingest_paths([FIXTURES / "clean_handover.jsonl"], store)
+    with Store(db):
+        assert not (tmp_path / "s.duckdb.wal").exists()
