@@ -164,12 +164,14 @@ class Spool(Sequence, Generic[T]):
         first = 0  # the index of the block's first line
         for block in self.blocks(BLOCK):
             starts = {block.rfind(b"\n", 0, m.start()) + 1 for m in found(block)}
+            i, counted = first, 0  # the index of the line starting at ``counted``
             for start in sorted(starts):
+                i += block.count(b"\n", counted, start)
+                counted = start
                 end = block.find(b"\n", start)
                 line = block[start:] if end < 0 else block[start:end]
-                i = first + block.count(b"\n", 0, start)
                 yield held[i] if held and i in held else decode(loads(line))
-            first += block.count(b"\n") + 1
+            first = i + block.count(b"\n", counted) + 1
 
     def blocks(self, size: int = BLOCK) -> Iterator[bytes]:
         """The lines in order, in blocks of about ``size`` bytes, each whole lines joined by

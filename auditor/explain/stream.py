@@ -15,7 +15,6 @@ import heapq
 from collections.abc import Callable
 from typing import NamedTuple
 
-
 from ..core.model import Diagnostic, Finding, Grade, Incident
 from ..detect.batch import Detection
 from . import items
@@ -37,8 +36,8 @@ class Findings(Spool):
         self._grades: dict[Grade, int] = {}
 
     def add(self, findings: list[Finding]) -> None:
-        grades = self._grades
         self.extend_items(findings)
+        grades = self._grades
         for f in findings:
             grades[f.grade] = grades.get(f.grade, 0) + 1
 

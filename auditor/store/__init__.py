@@ -106,7 +106,7 @@ class Store(Appending, Accounting):
             if self.con.execute("SELECT is_nullable FROM information_schema.columns WHERE table_schema = 'main' "
                                 "AND table_name = 'events' AND column_name = 'event_id'").fetchone() == ("NO",):
                 self.con.execute(SQL["nullable_ids"])
-        self._macros()
+        self._macros(self.con)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A connection of its own to this store's database (reads beside another's open
@@ -114,18 +114,14 @@ class Store(Appending, Accounting):
         cur = self.con.cursor()
         cur.execute("SET TimeZone = 'UTC'")  # each connection's own setting: derived ids hash instants as text
         cur.execute(QUIET)
-        try:
-            cur.execute(SQL["macros"])
-        except duckdb.CatalogException:
-            if not self.read_only:
-                raise
+        self._macros(cur)
         return cur
 
-    def _macros(self) -> None:
-        """``derived_event_id`` and ``identified_events()`` (store.sql's macros) for this connection;
-        a read-only file without an events table has none to read."""
+    def _macros(self, con: duckdb.DuckDBPyConnection) -> None:
+        """store.sql's macros (``derived_id_of``, ``event_id_of``, ``identified_events()``, ...) on
+        ``con``; a read-only file without an events table has none to read."""
         try:
-            self.con.execute(SQL["macros"])
+            con.execute(SQL["macros"])
         except duckdb.CatalogException:
             if not self.read_only:
                 raise

@@ -158,7 +158,6 @@ class Appending:
         """The derived ids of the sources from ``first`` on that detection compares (store.sql's
         ``fill_ids``; a ``derive_ids`` store wrote them all as it staged)."""
         if not self.derive_ids:
-            self.con.execute(SQL["settle_given_ids"])  # a store written before: what its sources gave
             self.con.execute(SQL["fill_ids"], [first])
 
     def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int,

@@ -84,25 +84,24 @@ ALTER TABLE events ALTER COLUMN event_id DROP NOT NULL;
 -- Run on every connection (temporary: a read-only store has them too). A derived event id hashes
 -- every canonical field by name, absent ones included (as null), so two different events never
 -- share one; the optional fields of revision 2 join the hash only when one is given, so an event
--- without them keeps the id revision 1 derived. The arguments are the events table's columns.
-CREATE OR REPLACE TEMP MACRO derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key, sink,
-                                              sink_result, reporter, step_id, attrs, ts, lease_until,
-                                              heartbeat, reason, authority_id, expires_at, scope, decision) AS
-    md5(to_json(struct_pack(seq := seq, workflow_key := workflow_key, kind := kind, epoch := epoch,
-                            worker := worker, effect_key := effect_key, sink := sink,
-                            sink_result := sink_result, reporter := reporter, step_id := step_id,
-                            attrs := attrs, ts := ts))::VARCHAR
-        || CASE WHEN lease_until IS NULL AND heartbeat IS NULL AND reason IS NULL AND authority_id IS NULL
-                     AND expires_at IS NULL AND scope IS NULL AND decision IS NULL THEN ''
-                ELSE to_json(struct_pack(lease_until := lease_until, heartbeat := heartbeat, reason := reason,
-                                         authority_id := authority_id, expires_at := expires_at,
-                                         scope := scope, decision := decision))::VARCHAR END);
--- An event's id: the one written, or its derived one. e is a row of the events table (as a struct:
--- `SELECT event_id_of(e) FROM events e`).
-CREATE OR REPLACE TEMP MACRO event_id_of(e) AS
-    coalesce(e.event_id, derived_event_id(e.seq, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink,
-                                          e.sink_result, e.reporter, e.step_id, e.attrs, e.ts, e.lease_until,
-                                          e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision));
+-- without them keeps the id revision 1 derived. e is a row with the events table's columns, as a
+-- struct: `SELECT derived_id_of(e) FROM events e`.
+CREATE OR REPLACE TEMP MACRO derived_id_of(e) AS
+    md5(to_json(struct_pack(seq := e.seq, workflow_key := e.workflow_key, kind := e.kind, epoch := e.epoch,
+                            worker := e.worker, effect_key := e.effect_key, sink := e.sink,
+                            sink_result := e.sink_result, reporter := e.reporter, step_id := e.step_id,
+                            attrs := e.attrs, ts := e.ts))::VARCHAR
+        || CASE WHEN e.lease_until IS NULL AND e.heartbeat IS NULL AND e.reason IS NULL AND e.authority_id IS NULL
+                     AND e.expires_at IS NULL AND e.scope IS NULL AND e.decision IS NULL THEN ''
+                ELSE to_json(struct_pack(lease_until := e.lease_until, heartbeat := e.heartbeat, reason := e.reason,
+                                         authority_id := e.authority_id, expires_at := e.expires_at,
+                                         scope := e.scope, decision := e.decision))::VARCHAR END);
+-- An event's id: the one written, or its derived one.
+CREATE OR REPLACE TEMP MACRO event_id_of(e) AS coalesce(e.event_id, derived_id_of(e));
+-- An id written that looks like a derived one (32 hex digits) and is not its own event's: it could
+-- name another event (see fill_ids).
+CREATE OR REPLACE TEMP MACRO given_derived(e) AS
+    e.event_id IS NOT NULL AND regexp_full_match(e.event_id, '[0-9a-f]{32}') AND e.event_id <> derived_id_of(e);
 -- The events with every id (the store writes a derived id only where detection compares ids, see
 -- fill_ids): what a person or a report reads ids from. A query that reads a few keys filters the
 -- events table first and takes event_id_of(e) after: DuckDB does not push a join into this.
@@ -302,9 +301,7 @@ WITH decoded AS (
     -- for it: md5 of every row cost a quarter of this statement, and an id is read only where two
     -- events could tie (fill_ids writes those) or be shown (identified_events derives it then).
     SELECT *, CASE WHEN $derive_ids AND event_id IS NULL AND rejected IS NULL AND ignored IS NULL THEN
-                   derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter,
-                                    step_id, attrs, ts, lease_until, heartbeat, reason, authority_id, expires_at,
-                                    scope, decision) END AS derived
+                   derived_id_of(timed) END AS derived
     FROM timed
 )
 SELECT
@@ -350,7 +347,7 @@ FROM events WHERE source_id >= $1 GROUP BY source_id;
 
 -- name: fill_ids
 -- The derived ids detection reads, written after the sources from $1 on are staged (before their
--- sources rows exist; settle_given_ids first): ids break ties between events at one place of one
+-- sources rows exist): ids break ties between events at one place of one
 -- key (same workflow_key and seq, a null seq counting as one value: a key ordered by observation
 -- has all its events there), and exact duplicates share their (workflow_key, seq) too. So every
 -- event in such a group of more than one, over the whole store, gets its id. The groups are found
@@ -358,17 +355,11 @@ FROM events WHERE source_id >= $1 GROUP BY source_id;
 -- Should a source give an id that looks like a derived one (32 hex digits) and is not its own
 -- event's, it could name another event: then every event gets its id, now and in every later
 -- append, and id_conflicts sees them all.
-UPDATE events SET event_id = derived_event_id(seq, workflow_key, kind, epoch, worker, effect_key, sink,
-                                              sink_result, reporter, step_id, attrs, ts, lease_until,
-                                              heartbeat, reason, authority_id, expires_at, scope, decision)
+UPDATE events SET event_id = derived_id_of(events)
 WHERE event_id IS NULL AND (
-    EXISTS (SELECT 1 FROM sources WHERE given_derived_ids)
-    OR EXISTS (SELECT 1 FROM events WHERE source_id >= $1 AND event_id IS NOT NULL
-                                      AND regexp_full_match(event_id, '[0-9a-f]{32}')
-                                      AND event_id <> derived_event_id(seq, workflow_key, kind, epoch, worker,
-                                              effect_key, sink, sink_result, reporter, step_id, attrs, ts,
-                                              lease_until, heartbeat, reason, authority_id, expires_at, scope,
-                                              decision))
+    -- a source that gave such an id, or one of a store written before, not known yet
+    EXISTS (SELECT 1 FROM sources WHERE given_derived_ids IS NOT FALSE)
+    OR EXISTS (SELECT 1 FROM events e WHERE e.source_id >= $1 AND given_derived(e))
     -- row values compare as structs here: a null seq equals a null seq
     OR (hash(workflow_key), seq) IN (
         SELECT (h, seq) FROM (SELECT hash(workflow_key) AS h, seq FROM events)
@@ -377,15 +368,9 @@ WHERE event_id IS NULL AND (
 
 -- name: settle_given_ids
 -- sources.given_derived_ids of every source not known yet (those just added, or all of a store
--- written before): an id of 32 hex digits other than its own event's derived id (fill_ids).
+-- written before), once its sources row exists (see given_derived and fill_ids).
 UPDATE sources SET given_derived_ids = coalesce((
-    SELECT bool_or(e.event_id <> derived_event_id(e.seq, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key,
-                                                 e.sink, e.sink_result, e.reporter, e.step_id, e.attrs, e.ts,
-                                                 e.lease_until, e.heartbeat, e.reason, e.authority_id,
-                                                 e.expires_at, e.scope, e.decision))
-    FROM events e
-    WHERE e.source_id = sources.source_id AND e.event_id IS NOT NULL
-      AND regexp_full_match(e.event_id, '[0-9a-f]{32}')), false)
+    SELECT bool_or(given_derived(e)) FROM events e WHERE e.source_id = sources.source_id), false)
 WHERE given_derived_ids IS NULL;
 
 -- name: drop_duplicates

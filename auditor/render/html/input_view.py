@@ -6,16 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...core.summary import QuarantinedLine
 from ...explain.result import AuditResult
 from ..words import ignore_label
 from .format import _num
-
-
-@dataclass(frozen=True, slots=True)
-class Quarantined:
-    file: str
-    line: int
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +33,7 @@ class InputView:
     ignored: str  # "" when no line was ignored ([ignore] in a vocabulary)
     unplaced: str  # "" when no event is unplaced (no seq in a key ordered by seq, SPEC rev 3)
     ordering: str  # "authoritative", "observed" or "mixed"
-    quarantine: list[Quarantined]  # the first quarantined lines, in file order
+    quarantine: list[QuarantinedLine]  # the first quarantined lines, in file order
     quarantine_more: int  # quarantined lines not listed
     ignore: list[Ignored]  # per [ignore] entry that matched, in the order first seen
 
@@ -52,6 +46,6 @@ def input_view(result: AuditResult) -> InputView:
         duplicates=_num(inp.duplicates), quarantined=_num(inp.quarantined),
         ignored=_num(inp.ignored) if inp.ignored else "", unplaced=_num(inp.unplaced) if inp.unplaced else "",
         ordering=result.ordering,
-        quarantine=[Quarantined(q.file, q.line, q.reason) for q in inp.quarantine],
+        quarantine=list(inp.quarantine),
         quarantine_more=max(0, inp.quarantined - len(inp.quarantine)),
         ignore=[Ignored(ignore_label(e), _num(e.lines), e.file, e.line, list(e.samples)) for e in inp.ignore])
