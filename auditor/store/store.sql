@@ -14,46 +14,10 @@ CREATE TABLE IF NOT EXISTS sources (
     quarantined BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
-    event_id     VARCHAR,          -- as given; null for a derived id not needed yet (see fill_ids)
-    ord          BIGINT,           -- the order detection uses: seq, or observation rank when seq is missing
-    seq          BIGINT,
-    obs          BIGINT NOT NULL,  -- observation position: source_id * 2^36 + pos; the row's unique identity
-    workflow_key VARCHAR NOT NULL,
-    kind         VARCHAR NOT NULL,
-    epoch        BIGINT,
-    worker       VARCHAR NOT NULL,
-    effect_key   VARCHAR,
-    sink         VARCHAR,
-    sink_result  VARCHAR,
-    reporter     VARCHAR,
-    step_id      VARCHAR,
-    ts           VARCHAR,          -- as written, for display
-    ts_utc       TIMESTAMPTZ,      -- parsed, for durations and freshness only, never for order
-    attrs        VARCHAR,          -- JSON text; payload-like fields hashed
-    source_id    INTEGER NOT NULL,
-    line         BIGINT NOT NULL,
-    -- Revision 2, optional (SPEC sections 7 and 8); a store written before has them added below.
-    lease_until  TIMESTAMPTZ,      -- the lease expiry granted or extended
-    heartbeat    VARCHAR,          -- 'ok' | 'lost'
-    reason       VARCHAR,
-    authority_id VARCHAR,
-    expires_at   TIMESTAMPTZ,      -- the mandate's expiry (authority_granted)
-    scope        VARCHAR,
-    decision     VARCHAR,          -- 'continue' | 'pause' | 'terminate' (revalidated)
-    -- Revision 3: the event's place in global observation order (1-based: the files as given,
-    -- then line order), and the descriptive fields whose unreadable value was dropped.
-    position     BIGINT,
-    dropped      VARCHAR[]
+    -- Generated from the field registry (core/columns.py): every field's column and the store's own.
+{{events_table}}
 );
-ALTER TABLE events ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS heartbeat VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS reason VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS authority_id VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS scope VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS decision VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS position BIGINT;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS dropped VARCHAR[];
+{{events_upgrade}}
 CREATE TABLE IF NOT EXISTS quarantine (
     source_id INTEGER NOT NULL,
     line      BIGINT NOT NULL,
@@ -87,15 +51,8 @@ ALTER TABLE events ALTER COLUMN event_id DROP NOT NULL;
 -- without them keeps the id revision 1 derived. e is a row with the events table's columns, as a
 -- struct: `SELECT derived_id_of(e) FROM events e`.
 CREATE OR REPLACE TEMP MACRO derived_id_of(e) AS
-    md5(to_json(struct_pack(seq := e.seq, workflow_key := e.workflow_key, kind := e.kind, epoch := e.epoch,
-                            worker := e.worker, effect_key := e.effect_key, sink := e.sink,
-                            sink_result := e.sink_result, reporter := e.reporter, step_id := e.step_id,
-                            attrs := e.attrs, ts := e.ts))::VARCHAR
-        || CASE WHEN e.lease_until IS NULL AND e.heartbeat IS NULL AND e.reason IS NULL AND e.authority_id IS NULL
-                     AND e.expires_at IS NULL AND e.scope IS NULL AND e.decision IS NULL THEN ''
-                ELSE to_json(struct_pack(lease_until := e.lease_until, heartbeat := e.heartbeat, reason := e.reason,
-                                         authority_id := e.authority_id, expires_at := e.expires_at,
-                                         scope := e.scope, decision := e.decision))::VARCHAR END);
+    md5(to_json(struct_pack({{revision_1_id:e}}))::VARCHAR
+        {{later_id:e}});
 -- An event's id: the one written, or its derived one.
 CREATE OR REPLACE TEMP MACRO event_id_of(e) AS coalesce(e.event_id, derived_id_of(e));
 -- An id written that looks like a derived one (32 hex digits) and is not its own event's: it could
@@ -490,7 +447,7 @@ ORDER BY q.source_id, q.line
 LIMIT $1;
 
 -- name: event_columns
+-- Every event's fields as Store.events_of and events_frame read them (by name: core/rows.py).
 SELECT ord AS seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter,
-       step_id, ts, event_id, attrs, lease_until, heartbeat, reason, authority_id, expires_at, scope,
-       decision, position
+       step_id, ts, event_id, attrs, {{optional}}, position
 FROM identified_events();
