@@ -70,6 +70,36 @@ def optional_fields() -> tuple[FieldSpec, ...]:
     return tuple(s for s in registered() if _revision(s) > (1,))
 
 
+def added_fields() -> tuple[FieldSpec, ...]:
+    """The fields added after revision 2: the normalizers (``normalize/reference.py``, the SQL one
+    in ``store/store.sql``) name the fields up to revision 2 in their rules and carry these by their
+    role alone; the SQL normalizer's fast path leaves a line that gives one to the reference one."""
+    return tuple(s for s in registered() if _revision(s) > (2,))
+
+
+def added_picked(_alias: str = "") -> str:
+    """The store normalizer's ``picked`` columns of the added fields (the reference normalizer's
+    values, ``n``): ``, n.region AS region``; instants read in the shape both engines read."""
+    out = []
+    for s in added_fields():
+        if s.role == "time":
+            out.append(f"CASE WHEN regexp_full_match(n.{s.name}, $instant_shape) THEN try_cast(upper(n.{s.name}) "
+                       f"AS TIMESTAMPTZ) END AS {s.name}")
+        else:
+            out.append(f"CASE WHEN NOT fast THEN n.{s.name} END AS {s.name}")
+    return "".join(f", {c}" for c in out)
+
+
+def added_typed(_alias: str = "") -> str:
+    """The added fields as the typed records give them: none (``, NULL::VARCHAR AS region``)."""
+    return "".join(f", NULL::{s.sql.split()[0]} AS {s.name}" for s in added_fields())
+
+
+def added(_alias: str = "") -> str:
+    """``, region, ...``: the added fields' names, after a column list."""
+    return "".join(f", {s.name}" for s in added_fields())
+
+
 def _later_revisions() -> dict[tuple[int, ...], list[Column]]:
     out: dict[tuple[int, ...], list[Column]] = {}
     for c in table()[len(REVISION_1_LAYOUT):]:
@@ -147,4 +177,7 @@ FRAGMENTS: dict[str, Callable[[str], str]] = {
     "optional": optional,
     "later_id": later_id,
     "revision_1_id": revision_1_id,
+    "added_picked": added_picked,
+    "added_typed": added_typed,
+    "added": added,
 }

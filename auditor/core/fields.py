@@ -39,15 +39,16 @@ class FieldSpec:
     ``sql`` is its column's type in the store (DuckDB; ``NOT NULL`` where the store requires a
     value); ``required`` fields can cost a line (the others are dropped and reported when their
     value cannot be read); ``aliases`` are its other names, tried in order when it is absent;
-    ``values`` the closed list of an ``enum``; ``revision`` the format revision that added it (a
-    field of revision 2 or later joins the derived event_id only when given, so older events keep
-    theirs); ``note`` the comment its column carries in the store's DDL.
+    ``values`` the closed list of an ``enum``; ``revision`` the format revision that added it, as
+    the SPEC numbers them ("3.1"; a field of revision 2 or later joins the derived event_id only
+    when given, so older events keep theirs, and a field after revision 2 is carried by the
+    normalizers by its role alone: ``core.columns.added_fields``); ``note`` the comment its column carries in the store's DDL.
     """
 
     name: str
     role: str
     sql: str = "VARCHAR"
-    revision: int = 1
+    revision: str = "1"
     required: bool = False
     aliases: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
@@ -77,14 +78,14 @@ REGISTRY: tuple[FieldSpec, ...] = (
     FieldSpec("step_id", "text"),
     FieldSpec("ts", "ts", note="as written, for display"),
     FieldSpec("event_id", "text", note="as given; null for a derived id not needed yet (see fill_ids)"),
-    FieldSpec("lease_until", "time", "TIMESTAMPTZ", 2, aliases=("lease_expires_at",),
+    FieldSpec("lease_until", "time", "TIMESTAMPTZ", "2", aliases=("lease_expires_at",),
               note="the lease expiry granted or extended"),
-    FieldSpec("heartbeat", "enum", revision=2, values=HEARTBEATS, note="'ok' | 'lost'"),
-    FieldSpec("reason", "text", revision=2),
-    FieldSpec("authority_id", "key", revision=2),
-    FieldSpec("expires_at", "time", "TIMESTAMPTZ", 2, note="the mandate's expiry (authority_granted)"),
-    FieldSpec("scope", "json", revision=2),
-    FieldSpec("decision", "enum", revision=2, values=DECISIONS, note="'continue' | 'pause' | 'terminate' (revalidated)"),
+    FieldSpec("heartbeat", "enum", revision="2", values=HEARTBEATS, note="'ok' | 'lost'"),
+    FieldSpec("reason", "text", revision="2"),
+    FieldSpec("authority_id", "key", revision="2"),
+    FieldSpec("expires_at", "time", "TIMESTAMPTZ", "2", note="the mandate's expiry (authority_granted)"),
+    FieldSpec("scope", "json", revision="2"),
+    FieldSpec("decision", "enum", revision="2", values=DECISIONS, note="'continue' | 'pause' | 'terminate' (revalidated)"),
 )
 
 #: The lease health fields of revision 2 (SPEC section 7); the others of revision 2 are section 8's.
@@ -108,10 +109,10 @@ def _names(keep) -> tuple[str, ...]:
 FIELDS: tuple[str, ...] = _names(lambda s: True)
 
 #: The canonical fields of revision 1.
-CORE_FIELDS: tuple[str, ...] = _names(lambda s: s.revision == 1)
+CORE_FIELDS: tuple[str, ...] = _names(lambda s: s.revision == "1")
 
 #: The optional fields of later revisions (none of them can cost a line).
-OPTIONAL_FIELDS: tuple[str, ...] = _names(lambda s: s.revision > 1)
+OPTIONAL_FIELDS: tuple[str, ...] = _names(lambda s: s.revision != "1")
 
 AUTHORITY_FIELDS: tuple[str, ...] = tuple(f for f in OPTIONAL_FIELDS if f not in LEASE_FIELDS)
 

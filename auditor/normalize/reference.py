@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.fields import (DECISIONS, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS, HEARTBEATS, INTEGER_FIELDS,
+from ..core.columns import added_fields
+from ..core.fields import (REGISTRY, DECISIONS, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS, HEARTBEATS, INTEGER_FIELDS,
                            REPORTERS, SINK_RESULTS, TIME_FIELDS, UNKNOWN_SINK_RESULT, ALIAS_PRIORITY_END, name_key)
 from .jsonline import parse_line
 from .members import collect, pick
@@ -177,7 +178,7 @@ def _descriptive_fields(out: dict[str, Any], get, kind: str, implied, dropped: s
             dropped.add("ts")
     worker = text_of("worker")
     out["worker"] = "unknown" if worker is None else worker
-    for f in ("sink", "step_id", "event_id"):
+    for f in _TEXT_1:
         out[f] = text_of(f)
     out["sink_result"], out["reporter"], out["ts"], out["ts_epoch"] = sink_result, reporter, ts, ts_epoch
     for f in TIME_FIELDS:
@@ -192,8 +193,33 @@ def _descriptive_fields(out: dict[str, Any], get, kind: str, implied, dropped: s
             dropped.add("heartbeat")
     out["heartbeat"] = heartbeat
     out["decision"], out["authority_id"] = decision, authority_id
-    for f in ("reason", "scope"):
+    for f in _TEXT_2:
         out[f] = text_of(f)
+    _added_fields(out, get, text_of, dropped)
+
+
+#: The text fields each revision's rules above read as text (worker has a default of its own).
+_TEXT_1 = tuple(s.name for s in REGISTRY if s.revision == "1" and s.role == "text" and s.name != "worker")
+_TEXT_2 = tuple(s.name for s in REGISTRY if s.revision == "2" and s.role in ("text", "json"))
+
+
+def _added_fields(out: dict[str, Any], get, text_of, dropped: set[str]) -> None:
+    """The fields added after revision 2 (``core.columns.added_fields``), each read by its role
+    alone: a value that cannot be read is dropped and reported, the event stays (instants are
+    read with ``TIME_FIELDS`` above)."""
+    for s in added_fields():
+        v = get(s.name)
+        if s.role in ("text", "json"):
+            out[s.name] = text_of(s.name)
+        elif s.role in ("key", "enum", "int"):
+            out[s.name] = (None if v is None else _key_or_none(v) if s.role == "key"
+                           else _choice(v, s.values) if s.role == "enum" else _int_or_none(v))
+            if v is not None and out[s.name] is None:
+                dropped.add(s.name)
+
+
+def _int_or_none(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 _OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "rejected", "dropped", "ignored")

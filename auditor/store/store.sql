@@ -214,7 +214,7 @@ WITH decoded AS (
            CASE WHEN fast THEN j.expires_at ELSE n.expires_at END AS expires_at_given,
            CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
            CASE WHEN fast THEN j.decision ELSE n.decision END AS decision,
-           CASE WHEN NOT fast THEN n.dropped END AS dropped_given
+           CASE WHEN NOT fast THEN n.dropped END AS dropped_given{{added_picked}}
     FROM norm
     -- Records Store.append_records took as typed columns (typed_chunk: line, pos and the fast
     -- path's values, what it would read from their JSON text; no optional field given): the
@@ -224,7 +224,7 @@ WITH decoded AS (
            sink_result, reporter, step_id, ts AS ts_given, NULL::TIMESTAMPTZ AS ts_number, event_id, attrs,
            NULL::VARCHAR AS lease_until_given, NULL::VARCHAR AS heartbeat, NULL::VARCHAR AS reason,
            NULL::VARCHAR AS authority_id, NULL::VARCHAR AS expires_at_given, NULL::VARCHAR AS scope,
-           NULL::VARCHAR AS decision, NULL::VARCHAR[] AS dropped_given
+           NULL::VARCHAR AS decision, NULL::VARCHAR[] AS dropped_given{{added_typed}}
     FROM typed_chunk
 ), timed AS (
     -- The instants: text is a time only in the shape both engines read alike ($instant_shape:
@@ -273,7 +273,7 @@ SELECT
     effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
     -- A batch of small sources (Store.ingest_many) moves each one's pos to its own 2^36 block.
     attrs, ($source_id + (pos >> 36))::INTEGER AS source_id, line,
-    lease_until, heartbeat, coalesce(rejected, reason) AS reason, authority_id, expires_at, scope, decision,
+    lease_until, heartbeat, coalesce(rejected, reason) AS reason, authority_id, expires_at, scope, decision{{added}},
     -- Numbered as the line's place after the events stored before ($position_base): exact unless a
     -- line of the source is not an event (blank, quarantined, a duplicate); positions renumbers then.
     $position_base + pos AS position, CASE WHEN rejected IS NULL THEN dropped END AS dropped
