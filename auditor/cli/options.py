@@ -1,6 +1,6 @@
 """What the commands share: their options (declared once), the argument checks made before any
 work, the progress shown on a terminal, and the one way results are written (``Reporting``).
-``cli.py`` holds the commands themselves."""
+``app.py`` holds the commands themselves."""
 
 from __future__ import annotations
 

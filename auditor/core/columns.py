@@ -4,7 +4,7 @@ The store's ``events`` table is the fields' columns and the columns the store ke
 (``STORE_COLUMNS``): a store written under revision 1 has ``REVISION_1_LAYOUT``, and every later
 column (a field or the store's own) is appended in revision order, by ``events_upgrade`` on a
 store written before. The SQL files name these lists with placeholders (``{{name}}`` or
-``{{name:alias}}``, the alias prefixing each column) that ``core.sql`` expands when it loads a
+``{{name:alias}}``, the alias prefixing each column) that ``core/sql.py`` expands when it loads a
 statement: only column names are ever expanded; values stay bound parameters.
 """
 

@@ -57,6 +57,9 @@ class FieldSpec:
     def __post_init__(self) -> None:
         assert self.role in ROLES, f"{self.name}: role {self.role!r} is not one of {ROLES}"
         assert (self.role == "enum") == bool(self.values), f"{self.name}: an enum, and only an enum, has values"
+        assert self.role not in ("int", "kind", "ts") or self.revision == "1", (
+            f"{self.name}: an {self.role} field is one of revision 1's (an unreadable integer costs the line); "
+            "an optional field is text, json, key, enum or time")
 
 
 #: The canonical fields, in the order the store's normalizer and the derived event_id use. Revision

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .jsonl import jsonl_chunks
-from .sources import Progress, Source
+from .contract import Progress, Source
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -27,7 +27,7 @@ from ..core.limits import Limits
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from . import Progress, Source
+    from .contract import Progress, Source
 
 #: Records per arrow chunk handed to the store.
 CHUNK_RECORDS = 50_000
@@ -70,7 +70,7 @@ def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "",
             with open(src, "rb") as raw:
                 yield from _documents(_frames(raw), shaped)
             return
-        from . import open_bytes
+        from .compression import open_bytes
 
         with open_bytes(Path(src), limits, source_name or None) as f:
             yield from _documents(_lines(f, limits.max_line_bytes), shaped)
@@ -85,7 +85,7 @@ def _lines(f: IO[bytes] | IO[str], max_line: int) -> Iterator[tuple[int, bytes |
     """Numbered lines; blocks are split here so that a stream damaged mid-way still hands out
     every whole line before the damage (a buffered line iterator would lose its buffer). A line
     longer than ``max_line`` bytes is a reason, and is never held whole."""
-    from . import DamagedStream
+    from .compression import DamagedStream
     from .jsonl import too_long_reason
 
     if isinstance(f, io.TextIOBase):

@@ -204,22 +204,17 @@ _TEXT_2 = tuple(s.name for s in REGISTRY if s.revision == "2" and s.role in ("te
 
 
 def _added_fields(out: dict[str, Any], get, text_of, dropped: set[str]) -> None:
-    """The fields added after revision 2 (``core.columns.added_fields``), each read by its role
-    alone: a value that cannot be read is dropped and reported, the event stays (instants are
-    read with ``TIME_FIELDS`` above)."""
+    """The fields added after revision 2 (``core.columns.added_fields``: text, json, key, enum or
+    time), each read by its role alone: a value that cannot be read is dropped and reported, the
+    event stays (instants are read with ``TIME_FIELDS`` above)."""
     for s in added_fields():
         v = get(s.name)
         if s.role in ("text", "json"):
             out[s.name] = text_of(s.name)
-        elif s.role in ("key", "enum", "int"):
-            out[s.name] = (None if v is None else _key_or_none(v) if s.role == "key"
-                           else _choice(v, s.values) if s.role == "enum" else _int_or_none(v))
+        elif s.role in ("key", "enum"):
+            out[s.name] = None if v is None else _key_or_none(v) if s.role == "key" else _choice(v, s.values)
             if v is not None and out[s.name] is None:
                 dropped.add(s.name)
-
-
-def _int_or_none(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 _OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "rejected", "dropped", "ignored")

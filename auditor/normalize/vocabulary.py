@@ -19,18 +19,15 @@ A ``Vocabulary`` is the SPEC's vocabulary plus a team's ``--map FILE`` (TOML) ov
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..core.errors import AuditorError
 from ..core.fields import ALIAS_PRIORITY_END, FIELD_ALIASES, FIELDS, KIND_ALIASES, KINDS, _NOTHING, name_key
 from .kinds import Classified, KindRules, Pattern, compile_pattern
-
-_KIND_LIST = ", ".join(KINDS)
+from .vocabulary_file import _KIND_LIST, VocabularyError, _toml, load
 
 #: Quarantine reasons, one template per rule; ``{field}``/``{value}``/``{kind}`` are filled in.
 REASONS: Mapping[str, str] = MappingProxyType({
@@ -60,20 +57,12 @@ _GUESSES = (("commit", "effect_committed"), ("verif", "outcome_verified"), ("rej
             ("lease", "lease_acquired"))
 
 
-def _toml(v: object) -> str:
-    return json.dumps(v, default=str)
-
-
 def guess_kind(name: str) -> str:
     """The canonical kind a team's kind name most likely means, for the ``--map`` hint."""
     for part, kind in _GUESSES:
         if part in name:
             return kind
     return "progress"
-
-
-class VocabularyError(AuditorError):
-    """A vocabulary file (``--map``) cannot be read or maps onto something the contract lacks."""
 
 
 #: Where entries are written, for messages: ``(table, name) -> line``.
@@ -147,9 +136,7 @@ class Vocabulary:
     def load(cls, path: str | os.PathLike) -> "Vocabulary":
         """Read a ``--map`` TOML file (``vocabulary_file.load``); ``VocabularyError`` names the
         file, the line and the entry, before any input is read."""
-        from .vocabulary_file import load
-
-        return load(path)
+        return load(path, cls.build)
 
     # Lookups.
 
@@ -275,9 +262,7 @@ def vocabulary_of(v: "Vocabulary | str | os.PathLike | None") -> Vocabulary:
         return DEFAULT
     if isinstance(v, Vocabulary):
         return v
-    from .vocabulary_file import load
-
-    return load(v)
+    return load(v, Vocabulary.build)
 
 
 DEFAULT = Vocabulary.build()

@@ -153,7 +153,7 @@ _TYPED = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink"
 
 
 def typed_events(prepared: Prepared, n: int) -> list[LiveEvent | None]:
-    """The live events of ``n`` records split ahead for the store (``store_typed.prepare``, in
+    """The live events of ``n`` records split ahead for the store (``store.typed.prepare``, in
     serve's decoder processes), at the records' places: a typed record's columns are its event,
     no dict visited (what ``record_event`` gives it). None where the record takes ``_admit``'s
     path: the split did not type it, or it has no seq (its key is then ordered by arrival)."""
@@ -193,7 +193,7 @@ _UNSET = tuple(LiveEvent._field_defaults[f] for f in LiveEvent._fields[13:])  # 
 
 def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | str | None, capped: bool) -> LiveEvent | None:
     """``event_from_record``'s fast path over the mapped fields ``f``: the records
-    ``store_typed.typed`` takes (the store's rule, one for both engines) that have a seq; None
+    ``store.typed.typed`` takes (the store's rule, one for both engines) that have a seq; None
     for the others (the checked path, or arrival order when seq is missing)."""
     if not typed(f, kind_name):
         return None

@@ -307,7 +307,7 @@ def timeline_partition(batches: Iterable["pa.RecordBatch"], part: int, names: di
 
 def lease_health_of(batches: list["pa.RecordBatch"], names: dict[int, str], by: Any,
                     heartbeat_misses: int) -> "LeaseHealth":
-    """SPEC section 7 on the driver: ``health.lease_health`` over every event of the keys that
+    """SPEC section 7 on the driver: ``detect.lease.batch.lease_health`` over every event of the keys that
     carry lease evidence (``batches``), in a scratch store as one machine would hold them. Lease
     health aggregates across keys (medians per group), so it is measured where all of it meets."""
     from ..detect.lease.batch import lease_health

@@ -1,6 +1,7 @@
 -- The DuckDB side of the store: schema, the one normalizer every reader feeds, and the
--- accounting. Statements are named with "-- name:" and run by auditor/store.py with bound
--- parameters; nothing here is assembled by string formatting.
+-- accounting. Statements are named with "-- name:" and run by auditor/store/ with bound
+-- parameters; nothing here is assembled by string formatting but the {{...}} column lists, column
+-- names generated from the field registry when core/sql.py loads the file (core/columns.py).
 
 -- name: schema
 CREATE TABLE IF NOT EXISTS sources (
@@ -74,7 +75,7 @@ CREATE OR REPLACE TEMP MACRO identified_events() AS TABLE
 -- and drop_rejected removes before the transaction ends, or an ignored line (kind '', reason null,
 -- the kind value in worker: SPEC rev 3's [ignore]) that ignored_staged counts. One statement, no staged copy: handing
 -- the rows to Python as arrow and appending them again cost a tenth of the ingest
--- (bench/RESULTS.md). The count it returns is the lines it staged. Named parameters, all from auditor/vocabulary.py through store.py:
+-- (bench/RESULTS.md). The count it returns is the lines it staged. Named parameters, all from normalize/vocabulary.py through store/appending.py:
 -- $source_id, $keep_payloads, $careful (every line through auditor_normalize: the reference the fast
 -- path is pinned to), $fast_shape (json_transform structure of the canonical fields),
 -- $effect_kinds, $sink_results, $reporters, $heartbeats, $decisions,

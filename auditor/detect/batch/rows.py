@@ -17,7 +17,7 @@ from ...core.model import Diagnostic, Finding, Grade, Kind, Outcome, build_findi
 from ...core.sql import QUIET
 from ...rules import attempt_grade, displaced_epoch, finding_id, finding_order, incident_id
 from ...store import Store
-from . import SQL, Handover, KeyFindings
+from .base import SQL, Handover, KeyFindings
 
 if TYPE_CHECKING:
     import pyarrow as pa

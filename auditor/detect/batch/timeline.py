@@ -22,7 +22,7 @@ from ...core.model import Event, Finding, Kind
 from ...core.rows import column_index, event_reader, names
 from ...rules import TWICE
 from ...store import Store
-from . import SQL, lean
+from .base import SQL, lean
 
 _ACQ, _COMMIT = Kind.LEASE_ACQUIRED, Kind.EFFECT_COMMITTED
 
