@@ -48,9 +48,9 @@ ALTER TABLE events ALTER COLUMN event_id DROP NOT NULL;
 -- name: macros
 -- Run on every connection (temporary: a read-only store has them too). A derived event id hashes
 -- every canonical field by name, absent ones included (as null), so two different events never
--- share one; the optional fields of revision 2 join the hash only when one is given, so an event
--- without them keeps the id revision 1 derived. e is a row with the events table's columns, as a
--- struct: `SELECT derived_id_of(e) FROM events e`.
+-- share one; the optional fields of each later revision join the hash only when one of them is
+-- given, so an event without them keeps the id an earlier revision derived (core/columns.py). e
+-- is a row with the events table's columns, as a struct: `SELECT derived_id_of(e) FROM events e`.
 CREATE OR REPLACE TEMP MACRO derived_id_of(e) AS
     md5(to_json(struct_pack({{revision_1_id:e}}))::VARCHAR
         {{later_id:e}});
