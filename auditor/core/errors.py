@@ -43,7 +43,7 @@ class ResultClosed(AuditorError):
 
 
 class LimitExceeded(InputError):
-    """An input goes past one of the limits of ``auditor.limits``; the message says which and how
+    """An input goes past one of the limits of ``core.limits``; the message says which and how
     to raise it."""
 
 

@@ -1,7 +1,8 @@
 """The event format's vocabulary, declared once as data: fields, kinds, aliases, closed lists.
 
-Every stage reads the format from here: the store's SQL (as bound parameters), the reference
-normalizer, the rules, both detectors and the Spark engine. A team's own names (``--map``) are an
+Every stage reads the format from here: the store's SQL (its column lists generated from
+``REGISTRY``, see ``core.columns``; values as bound parameters), the reference normalizer, the
+rules, both detectors and the Spark engine. A team's own names (``--map``) are an
 overlay built on these in ``normalize.vocabulary``.
 """
 
@@ -9,61 +10,141 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
 from .model import Kind, Reporter, SinkResult
 
-#: The canonical fields of revision 1, in the order the store's normalizer and the derived event_id use.
-CORE_FIELDS: tuple[str, ...] = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink",
-                                "sink_result", "reporter", "step_id", "ts", "event_id")
-
-#: Optional fields of revision 2: lease health (SPEC section 7) and authority (section 8). An
-#: event without any of them derives the same event_id as under revision 1.
-LEASE_FIELDS: tuple[str, ...] = ("lease_until", "heartbeat", "reason")
-
-AUTHORITY_FIELDS: tuple[str, ...] = ("authority_id", "expires_at", "scope", "decision")
-
-OPTIONAL_FIELDS: tuple[str, ...] = LEASE_FIELDS + AUTHORITY_FIELDS
-
-FIELDS: tuple[str, ...] = CORE_FIELDS + OPTIONAL_FIELDS
-
-#: Fields holding an instant (RFC 3339, or epoch seconds/milliseconds like ``ts``); an unparsable
-#: one is dropped and the event stays.
-TIME_FIELDS = frozenset({"lease_until", "expires_at"})
-
-#: Fields whose value may be an object or array, kept as its JSON text (keys sorted).
-JSON_TEXT_FIELDS = frozenset({"scope"})
-
 HEARTBEATS: tuple[str, ...] = ("ok", "lost")
 
 DECISIONS: tuple[str, ...] = ("continue", "pause", "terminate")
 
+SINK_RESULTS: tuple[str, ...] = tuple(r.value for r in SinkResult)
+
+REPORTERS: tuple[str, ...] = tuple(r.value for r in Reporter)
+
+#: What a field's value is, and so how every engine reads it: ``int`` an integer, ``key`` a string
+#: or an integer as its decimal text, ``kind`` a kind name, ``enum`` one of ``values`` compared
+#: case-insensitively, ``ts`` the event's own time (RFC 3339 or epoch seconds/milliseconds, shown as
+#: written), ``time`` an instant (an unparsable one is dropped), ``text`` a string, ``json`` a string
+#: or an object/array kept as its JSON text (keys sorted).
+ROLES = ("int", "key", "kind", "enum", "ts", "time", "text", "json")
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One canonical field of the event format: everything every engine needs to carry it.
+
+    ``sql`` is its column's type in the store (DuckDB; ``NOT NULL`` where the store requires a
+    value); ``required`` fields can cost a line (the others are dropped and reported when their
+    value cannot be read); ``aliases`` are its other names, tried in order when it is absent;
+    ``values`` the closed list of an ``enum``; ``revision`` the format revision that added it, as
+    the SPEC numbers them ("3.1"; a field of revision 2 or later joins the derived event_id only
+    when given, so older events keep theirs, and a field after revision 2 is carried by the
+    normalizers by its role alone: ``core.columns.added_fields``); ``note`` the comment its column carries in the store's DDL.
+    """
+
+    name: str
+    role: str
+    sql: str = "VARCHAR"
+    revision: str = "1"
+    required: bool = False
+    aliases: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        assert self.role in ROLES, f"{self.name}: role {self.role!r} is not one of {ROLES}"
+        assert (self.role == "enum") == bool(self.values), f"{self.name}: an enum, and only an enum, has values"
+        assert self.role not in ("int", "kind", "ts") or self.revision == "1", (
+            f"{self.name}: an {self.role} field is one of revision 1's (an unreadable integer costs the line); "
+            "an optional field is text, json, key, enum or time")
+
+
+#: The canonical fields, in the order the store's normalizer and the derived event_id use. Revision
+#: 2's are optional (SPEC section 7, lease health; section 8, authority): an event without any of
+#: them derives the same event_id as under revision 1. A field added here reaches the store (its
+#: column, the upgrade of an older store, the read-back), both detectors, the Spark engine and the
+#: live event (docs/ARCHITECTURE.md, "How to add a field").
+REGISTRY: tuple[FieldSpec, ...] = (
+    FieldSpec("seq", "int", "BIGINT", required=True),
+    FieldSpec("workflow_key", "key", "VARCHAR NOT NULL", required=True, aliases=("job", "job_id", "run_id")),
+    FieldSpec("kind", "kind", "VARCHAR NOT NULL", required=True, aliases=("event",)),
+    FieldSpec("epoch", "int", "BIGINT", required=True,
+              aliases=("token", "fencing_token", "owner_epoch", "lease_epoch")),
+    FieldSpec("worker", "text", "VARCHAR NOT NULL"),
+    FieldSpec("effect_key", "key", required=True, aliases=("idempotency_key",)),
+    FieldSpec("sink", "text"),
+    FieldSpec("sink_result", "enum", values=SINK_RESULTS),
+    FieldSpec("reporter", "enum", values=REPORTERS),
+    FieldSpec("step_id", "text"),
+    FieldSpec("ts", "ts", note="as written, for display"),
+    FieldSpec("event_id", "text", note="as given; null for a derived id not needed yet (see fill_ids)"),
+    FieldSpec("lease_until", "time", "TIMESTAMPTZ", "2", aliases=("lease_expires_at",),
+              note="the lease expiry granted or extended"),
+    FieldSpec("heartbeat", "enum", revision="2", values=HEARTBEATS, note="'ok' | 'lost'"),
+    FieldSpec("reason", "text", revision="2"),
+    FieldSpec("authority_id", "key", revision="2"),
+    FieldSpec("expires_at", "time", "TIMESTAMPTZ", "2", note="the mandate's expiry (authority_granted)"),
+    FieldSpec("scope", "json", revision="2"),
+    FieldSpec("decision", "enum", revision="2", values=DECISIONS, note="'continue' | 'pause' | 'terminate' (revalidated)"),
+)
+
+#: The lease health fields of revision 2 (SPEC section 7); the others of revision 2 are section 8's.
+LEASE_FIELDS: tuple[str, ...] = ("lease_until", "heartbeat", "reason")
+
+
+def registered() -> tuple[FieldSpec, ...]:
+    """The registry as it stands (a test may extend it for its length: ``declared``)."""
+    return REGISTRY
+
+
+def spec(name: str) -> FieldSpec:
+    """The spec of field ``name``."""
+    return next(s for s in registered() if s.name == name)
+
+
+def _names(keep) -> tuple[str, ...]:
+    return tuple(s.name for s in REGISTRY if keep(s))
+
+
+FIELDS: tuple[str, ...] = _names(lambda s: True)
+
+#: The canonical fields of revision 1.
+CORE_FIELDS: tuple[str, ...] = _names(lambda s: s.revision == "1")
+
+#: The optional fields of later revisions (none of them can cost a line).
+OPTIONAL_FIELDS: tuple[str, ...] = _names(lambda s: s.revision != "1")
+
+AUTHORITY_FIELDS: tuple[str, ...] = tuple(f for f in OPTIONAL_FIELDS if f not in LEASE_FIELDS)
+
+#: Fields holding an instant (RFC 3339, or epoch seconds/milliseconds like ``ts``); an unparsable
+#: one is dropped and the event stays.
+TIME_FIELDS = frozenset(_names(lambda s: s.role == "time"))
+
+#: Fields whose value may be an object or array, kept as its JSON text (keys sorted).
+JSON_TEXT_FIELDS = frozenset(_names(lambda s: s.role == "json"))
+
 #: Fields whose value must be an integer.
-INTEGER_FIELDS = frozenset({"seq", "epoch"})
+INTEGER_FIELDS = frozenset(_names(lambda s: s.role == "int"))
 
 #: Fields that can cost a line (SPEC rev 2): everything else only describes the event, and a
 #: value of it that cannot be read is dropped and reported (``malformed_field``, rev 3).
-REQUIRED_FIELDS = frozenset({"seq", "workflow_key", "kind", "epoch", "effect_key"})
+REQUIRED_FIELDS = frozenset(_names(lambda s: s.required))
 
 #: Fields holding a key: a string, or an integer as its decimal text.
-KEY_FIELDS = frozenset({"workflow_key", "effect_key", "authority_id"})
+KEY_FIELDS = frozenset(_names(lambda s: s.role == "key"))
 
 #: Fields holding one of a closed list of values, compared case-insensitively.
-ENUM_FIELDS = frozenset({"sink_result", "reporter", "heartbeat", "decision"})
+ENUM_FIELDS = frozenset(_names(lambda s: s.role == "enum"))
 
 #: A name's priority in a ``Vocabulary``: the field itself is 0, its built-in aliases 1 up to
 #: this, ``--map`` names from it on. The field and its --map names are its sources (SPEC rev 3).
 ALIAS_PRIORITY_END = 10
 
 #: Other names of a field, tried in this order when the field itself is absent or empty.
-FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "workflow_key": ("job", "job_id", "run_id"),
-    "kind": ("event",),
-    "epoch": ("token", "fencing_token", "owner_epoch", "lease_epoch"),
-    "effect_key": ("idempotency_key",),
-    "lease_until": ("lease_expires_at",),
-})
+FIELD_ALIASES: Mapping[str, tuple[str, ...]] = MappingProxyType({s.name: s.aliases for s in REGISTRY if s.aliases})
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
 
@@ -85,10 +166,6 @@ EFFECT_KINDS = frozenset({"effect_attempted", "effect_committed", "outcome_verif
 #: Kinds recorded by a coordinator, sink or verifier rather than under an owner epoch: ``epoch``
 #: is optional (kept when given); on ``outcome_verified`` it is ignored (SPEC sections 2 and 8).
 EPOCH_OPTIONAL_KINDS = frozenset({"authority_granted", "authority_revoked", "effect_compensated"})
-
-SINK_RESULTS: tuple[str, ...] = tuple(r.value for r in SinkResult)
-
-REPORTERS: tuple[str, ...] = tuple(r.value for r in Reporter)
 
 #: What an unknown ``sink_result`` counts as: the sink's verdict is not known.
 UNKNOWN_SINK_RESULT = SinkResult.UNKNOWN.value

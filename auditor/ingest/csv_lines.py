@@ -17,7 +17,7 @@ from .compression import open_bytes
 if TYPE_CHECKING:
     import numpy as np
 
-    from .sources import Source
+    from .contract import Source
 
 _BLOCK = 1 << 20
 

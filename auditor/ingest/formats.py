@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
-    from .sources import Progress, Source
+    from .contract import Progress, Source
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..core.arrow import bools, int64s
 from ..core.errors import InputError
 from .compression import DamagedStream, compression_of, open_bytes
-from .sources import Progress, Source
+from .contract import Progress, Source
 
 if TYPE_CHECKING:
     import pyarrow as pa

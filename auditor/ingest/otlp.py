@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..core.limits import Limits
+from .otel_mapping import two_values
 
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from . import Progress, Source
+    from .contract import Progress, Source
 
 #: Records per arrow chunk handed to the store.
 CHUNK_RECORDS = 50_000
@@ -70,7 +71,7 @@ def read_otlp(src: IO[bytes] | IO[str] | str | Path, source_name: str = "",
             with open(src, "rb") as raw:
                 yield from _documents(_frames(raw), shaped)
             return
-        from . import open_bytes
+        from .compression import open_bytes
 
         with open_bytes(Path(src), limits, source_name or None) as f:
             yield from _documents(_lines(f, limits.max_line_bytes), shaped)
@@ -85,7 +86,7 @@ def _lines(f: IO[bytes] | IO[str], max_line: int) -> Iterator[tuple[int, bytes |
     """Numbered lines; blocks are split here so that a stream damaged mid-way still hands out
     every whole line before the damage (a buffered line iterator would lose its buffer). A line
     longer than ``max_line`` bytes is a reason, and is never held whole."""
-    from . import DamagedStream
+    from .compression import DamagedStream
     from .jsonl import too_long_reason
 
     if isinstance(f, io.TextIOBase):
@@ -303,10 +304,13 @@ def _attributes(kvs: Any) -> dict[str, Any]:
             raise _BadLine('an attribute has no "key"; expected OTLP JSON key/value pairs')
         value = _value(kv.get("value"))
         # An ownership attribute given twice with different values is ambiguous (FORMAT section 4,
-        # as a JSON line naming a field twice): the record is refused, not read as the last one.
+        # as a JSON line naming a field twice): the record is refused, not read as the last one,
+        # where the attribute can cost it; a descriptive one is dropped (revision 3.1).
         if key in out and key.startswith("ownership.") and out[key] != value:
-            raise _BadLine(f'attribute "{key}" is given twice with different values; the record is '
-                           "ambiguous, keep one of them")
+            value = two_values(key, out[key], value)  # a descriptive one: dropped, kept (rev 3.1)
+            if value is None:
+                raise _BadLine(f'attribute "{key}" is given twice with different values; the record is '
+                               "ambiguous, keep one of them")
         out[key] = value
     return out
 

@@ -19,7 +19,7 @@ from ..core.sql import QUIET
 from .compression import DamagedStream, compression_of, open_bytes
 from .csv_lines import record_lines
 from .jsonl import CHUNK_BYTES, _corrupt, damage_table, too_long_reason
-from .sources import Progress, Source
+from .contract import Progress, Source
 
 if TYPE_CHECKING:
     import pyarrow as pa

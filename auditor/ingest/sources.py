@@ -14,30 +14,15 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
 from ..core.errors import InputError, LimitExceeded
 from ..core.limits import Limits, how_to_raise
 from ..core.summary import SkippedPath
+from .contract import Progress, Source  # noqa: F401 - the reader contract, as it was named here
 from .formats import COMPRESSED, SUFFIXES
-
-Progress = Callable[[int], None]  # called with the number of input bytes just consumed
-
-#: The Collector's file exporter writes one export request per line, ``{"resourceSpans": ...``.
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """One input: a file, or a stream (standard input, a FIFO) spooled to a temporary file."""
-
-    name: str      # as the user will recognise it
-    path: Path     # where the bytes are
-    size: int
-    limits: Limits = field(default_factory=Limits)
-    spooled: bool = False  # path is our temporary copy of a stream: deleted once read
 
 
 def discover(paths: Iterable[str | os.PathLike], limits: Limits | None = None,

@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..core.fields import (DECISIONS, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS, HEARTBEATS, INTEGER_FIELDS,
+from ..core.columns import added_fields
+from ..core.fields import (REGISTRY, DECISIONS, EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, FIELDS, HEARTBEATS, INTEGER_FIELDS,
                            REPORTERS, SINK_RESULTS, TIME_FIELDS, UNKNOWN_SINK_RESULT, ALIAS_PRIORITY_END, name_key)
 from .jsonline import parse_line
 from .members import collect, pick
@@ -69,11 +70,17 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
                                   value=_shown(raw_kind, 60), first=f"{first} reads as {one}",
                                   second=f"{second} as {other}"))
         hit = found.meaning
+    kind = None if hit is None else hit[0]
+    undecided: set[str] = set()
     for f, sources in given.items():
         if f not in picked:
-            picked[f] = pick(f, sources, vocabulary, extra)
+            try:
+                picked[f] = pick(f, sources, vocabulary, extra)
+            except Rejected:
+                if _costly(f, kind):
+                    raise
+                undecided.add(f)  # two values of a descriptive field: dropped, the event kept (rev 3.1)
     get = {f: v for f, (_, v) in picked.items()}.get
-    kind = None if hit is None else hit[0]
     # An object or array costs the line only in a field the event's kind reads.
     for f in ("seq", "workflow_key", "kind", "epoch", "effect_key"):
         if (f == "epoch" and kind == "outcome_verified") or (f == "effect_key" and kind not in EFFECT_KINDS):
@@ -92,8 +99,19 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
     _owner_fields(out, get, kind, dropped)
     _descriptive_fields(out, get, kind, hit[1], dropped)
     out["attrs"] = _attrs(inner, extra, keep_payloads) if (inner is not None or extra) else None
-    out["dropped"] = sorted(dropped) or None
+    out["dropped"] = sorted(dropped | undecided) or None
     return out
+
+
+def _costly(f: str, kind: str | None) -> bool:
+    """Whether two values of ``f`` cost the line (SPEC revision 3.1): only in ``seq``,
+    ``workflow_key``, ``kind``, ``epoch`` (not on ``outcome_verified``, which ignores it) and an
+    effect kind's ``effect_key``; a kind no entry knows is quarantined anyway, for its kind."""
+    if f in ("seq", "workflow_key", "kind"):
+        return True
+    if f == "epoch":
+        return kind != "outcome_verified"
+    return f == "effect_key" and (kind is None or kind in EFFECT_KINDS)
 
 
 def _source_name(name: str | None, vocabulary: Vocabulary) -> str:
@@ -177,7 +195,7 @@ def _descriptive_fields(out: dict[str, Any], get, kind: str, implied, dropped: s
             dropped.add("ts")
     worker = text_of("worker")
     out["worker"] = "unknown" if worker is None else worker
-    for f in ("sink", "step_id", "event_id"):
+    for f in _TEXT_1:
         out[f] = text_of(f)
     out["sink_result"], out["reporter"], out["ts"], out["ts_epoch"] = sink_result, reporter, ts, ts_epoch
     for f in TIME_FIELDS:
@@ -192,8 +210,28 @@ def _descriptive_fields(out: dict[str, Any], get, kind: str, implied, dropped: s
             dropped.add("heartbeat")
     out["heartbeat"] = heartbeat
     out["decision"], out["authority_id"] = decision, authority_id
-    for f in ("reason", "scope"):
+    for f in _TEXT_2:
         out[f] = text_of(f)
+    _added_fields(out, get, text_of, dropped)
+
+
+#: The text fields each revision's rules above read as text (worker has a default of its own).
+_TEXT_1 = tuple(s.name for s in REGISTRY if s.revision == "1" and s.role == "text" and s.name != "worker")
+_TEXT_2 = tuple(s.name for s in REGISTRY if s.revision == "2" and s.role in ("text", "json"))
+
+
+def _added_fields(out: dict[str, Any], get, text_of, dropped: set[str]) -> None:
+    """The fields added after revision 2 (``core.columns.added_fields``: text, json, key, enum or
+    time), each read by its role alone: a value that cannot be read is dropped and reported, the
+    event stays (instants are read with ``TIME_FIELDS`` above)."""
+    for s in added_fields():
+        v = get(s.name)
+        if s.role in ("text", "json"):
+            out[s.name] = text_of(s.name)
+        elif s.role in ("key", "enum"):
+            out[s.name] = None if v is None else _key_or_none(v) if s.role == "key" else _choice(v, s.values)
+            if v is not None and out[s.name] is None:
+                dropped.add(s.name)
 
 
 _OUT_FIELDS = FIELDS + ("ts_epoch", "attrs", "rejected", "dropped", "ignored")

@@ -19,18 +19,15 @@ A ``Vocabulary`` is the SPEC's vocabulary plus a team's ``--map FILE`` (TOML) ov
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..core.errors import AuditorError
 from ..core.fields import ALIAS_PRIORITY_END, FIELD_ALIASES, FIELDS, KIND_ALIASES, KINDS, _NOTHING, name_key
 from .kinds import Classified, KindRules, Pattern, compile_pattern
-
-_KIND_LIST = ", ".join(KINDS)
+from .vocabulary_file import _KIND_LIST, VocabularyError, _toml, load
 
 #: Quarantine reasons, one template per rule; ``{field}``/``{value}``/``{kind}`` are filled in.
 REASONS: Mapping[str, str] = MappingProxyType({
@@ -60,20 +57,12 @@ _GUESSES = (("commit", "effect_committed"), ("verif", "outcome_verified"), ("rej
             ("lease", "lease_acquired"))
 
 
-def _toml(v: object) -> str:
-    return json.dumps(v, default=str)
-
-
 def guess_kind(name: str) -> str:
     """The canonical kind a team's kind name most likely means, for the ``--map`` hint."""
     for part, kind in _GUESSES:
         if part in name:
             return kind
     return "progress"
-
-
-class VocabularyError(AuditorError):
-    """A vocabulary file (``--map``) cannot be read or maps onto something the contract lacks."""
 
 
 #: Where entries are written, for messages: ``(table, name) -> line``.
@@ -129,7 +118,7 @@ class Vocabulary:
             if exact.get(key, meaning)[0] != meaning[0]:
                 raise refuse("kinds", name, f'= "{target}": "{name}" already means "{exact[key][0]}"; remove this line')
             exact.setdefault(key, meaning)
-        patterns = _patterns(_pairs(kind_patterns), exact, refuse)
+        patterns = _patterns(_pairs(kind_patterns), refuse)
         ignore_exact = {}
         for value in ignore_kinds:
             if not isinstance(value, str) or not name_key(value):
@@ -147,9 +136,7 @@ class Vocabulary:
     def load(cls, path: str | os.PathLike) -> "Vocabulary":
         """Read a ``--map`` TOML file (``vocabulary_file.load``); ``VocabularyError`` names the
         file, the line and the entry, before any input is read."""
-        from .vocabulary_file import load
-
-        return load(path)
+        return load(path, cls.build)
 
     # Lookups.
 
@@ -244,10 +231,10 @@ def _compiled(text: str, where: tuple[str, str], refuse) -> re.Pattern:
                                          "pattern (TOML literal strings, in single quotes, keep backslashes)")
 
 
-def _patterns(pairs: list[tuple[str, str]], exact: Mapping[str, tuple[str, Mapping[str, str]]],
-              refuse) -> list[Pattern]:
-    """``[kind_patterns]`` compiled, refused when one does not compile, two give one pattern two
-    kinds, or one matches a kind name (built-in or ``[kinds]``) of another kind."""
+def _patterns(pairs: list[tuple[str, str]], refuse) -> list[Pattern]:
+    """``[kind_patterns]`` compiled, refused when one does not compile or two give one pattern two
+    kinds. A pattern that also matches an exact name (built-in or ``[kinds]``) of another kind is
+    no conflict: the exact entry wins for that value (SPEC revision 3.1)."""
     out: list[Pattern] = []
     seen: dict[str, str] = {}
     for text, target in pairs:
@@ -261,10 +248,6 @@ def _patterns(pairs: list[tuple[str, str]], exact: Mapping[str, tuple[str, Mappi
             raise refuse("kind_patterns", text, f'= "{target}": the same pattern already means "{seen[folded]}"; '
                                                 "remove this line")
         seen.setdefault(folded, meaning[0])
-        for name, (kind, _implied) in exact.items():
-            if kind != meaning[0] and regex.search(name):
-                raise refuse("kind_patterns", text, f'= "{target}" also matches "{name}", which means "{kind}"; '
-                                                    "anchor the pattern (^...$) so that it matches only your messages")
         out.append(Pattern(text, regex, meaning, target))
     return out
 
@@ -275,9 +258,7 @@ def vocabulary_of(v: "Vocabulary | str | os.PathLike | None") -> Vocabulary:
         return DEFAULT
     if isinstance(v, Vocabulary):
         return v
-    from .vocabulary_file import load
-
-    return load(v)
+    return load(v, Vocabulary.build)
 
 
 DEFAULT = Vocabulary.build()

@@ -1,5 +1,6 @@
 """Reading a vocabulary file (``--map FILE``, TOML) into a ``Vocabulary``, or refusing it with the
-file, the line and the entry before any input is read (SPEC section 2).
+file, the line and the entry before any input is read (SPEC section 2). The loader sits below
+``vocabulary`` (it imports nothing of it): ``Vocabulary.load`` hands it ``Vocabulary.build``.
 
 Tables: ``[fields]`` (names and dotted paths onto canonical fields; ``"lease.token"`` and the
 unquoted TOML dotted key ``lease.token`` are one entry), ``[kinds]`` (exact values onto kinds),
@@ -10,22 +11,37 @@ field by its right-hand side.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from collections.abc import Callable
+
+from ..core.errors import AuditorError
 from ..core.fields import FIELDS, KIND_ALIASES, KINDS
-from .vocabulary import _KIND_LIST, Vocabulary, VocabularyError, _toml
+
+_KIND_LIST = ", ".join(KINDS)
+
+
+class VocabularyError(AuditorError):
+    """A vocabulary file (``--map``) cannot be read or maps onto something the contract lacks."""
+
+
+def _toml(v: object) -> str:
+    return json.dumps(v, default=str)
+
 
 TABLES = ("fields", "kinds", "kind_patterns", "ignore")
 _HOW = ('write [fields], [kinds], [kind_patterns] and [ignore] tables of name = "canonical name" lines '
         "(docs/FORMAT.md)")
 
 
-def load(path: str | os.PathLike) -> Vocabulary:
-    """Read a ``--map`` TOML file; ``VocabularyError`` names the file, the line and the entry."""
+def load(path: str | os.PathLike, build: Callable[..., Any]) -> Any:
+    """Read a ``--map`` TOML file into ``build`` (``Vocabulary.build``: the loader sits below the
+    vocabulary, which calls it); ``VocabularyError`` names the file, the line and the entry."""
     where = os.fspath(path)
     try:
         raw = Path(path).read_bytes()
@@ -67,8 +83,8 @@ def load(path: str | os.PathLike) -> Vocabulary:
                                           f"a kind ({_KIND_LIST}) or a field ({', '.join(FIELDS)})")
                 tables[table].append((k, v))
                 lines[(table, k)] = line
-    return Vocabulary.build(tables["fields"], tables["kinds"], where, lines, kind_patterns=tables["kind_patterns"],
-                            ignore_kinds=ignore["kinds"], ignore_patterns=ignore["kind_patterns"])
+    return build(tables["fields"], tables["kinds"], where, lines, kind_patterns=tables["kind_patterns"],
+                 ignore_kinds=ignore["kinds"], ignore_patterns=ignore["kind_patterns"])
 
 
 def _flat(table: dict[str, Any], name: str, where: str, lines: dict) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..detect.live.detector import LiveEvent
+from ..core.fields import FIELDS, TIME_FIELDS
 from ..core.model import Event, Kind, Reporter, SinkResult
 from ..normalize.reference import Ignored, Rejected, normalize
 from ..core.instants import instant
@@ -72,16 +73,16 @@ def checked_event(rec: dict[str, Any], vocabulary: Vocabulary = DEFAULT) -> tupl
     return _event(out, s), s is not None
 
 
+#: How the normalizer's value of a field becomes ``Event``'s, by field (by role for instants); the
+#: other fields are taken as they are. Every field of the registry (core/fields.py) is carried.
+_AS_EVENT = {"kind": _KINDS.__getitem__, "sink_result": lambda v: None if v is None else _SINK_RESULTS[v],
+             "reporter": lambda v: _REPORTERS.get(v, v), **{f: instant for f in TIME_FIELDS}}
+
+
 def _event(out: dict[str, Any], s: int | None) -> Event:
-    sink_result, reporter = out["sink_result"], out["reporter"]
-    return Event(seq=s, workflow_key=out["workflow_key"], kind=_KINDS[out["kind"]], epoch=out["epoch"],
-                 worker=out["worker"], effect_key=out["effect_key"], sink=out["sink"],
-                 sink_result=None if sink_result is None else _SINK_RESULTS[sink_result],
-                 reporter=_REPORTERS.get(reporter, reporter), step_id=out["step_id"],
-                 ts=out["ts"], event_id=out["event_id"], attrs=out["attrs"],
-                 lease_until=instant(out["lease_until"]), heartbeat=out["heartbeat"], reason=out["reason"],
-                 authority_id=out["authority_id"], expires_at=instant(out["expires_at"]),
-                 scope=out["scope"], decision=out["decision"])
+    values = {f: _AS_EVENT[f](out[f]) if f in _AS_EVENT else out[f] for f in (*FIELDS, "attrs")}
+    values["seq"] = s
+    return Event(**values)
 
 
 def span_events(span: "ReadableSpan") -> list[LiveEvent] | None:
@@ -152,7 +153,7 @@ _TYPED = ("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink"
 
 
 def typed_events(prepared: Prepared, n: int) -> list[LiveEvent | None]:
-    """The live events of ``n`` records split ahead for the store (``store_typed.prepare``, in
+    """The live events of ``n`` records split ahead for the store (``store.typed.prepare``, in
     serve's decoder processes), at the records' places: a typed record's columns are its event,
     no dict visited (what ``record_event`` gives it). None where the record takes ``_admit``'s
     path: the split did not type it, or it has no seq (its key is then ordered by arrival)."""
@@ -192,7 +193,7 @@ _UNSET = tuple(LiveEvent._field_defaults[f] for f in LiveEvent._fields[13:])  # 
 
 def _typed_event(f: dict[str, Any], kind_name: Any, ts: int | str | None, capped: bool) -> LiveEvent | None:
     """``event_from_record``'s fast path over the mapped fields ``f``: the records
-    ``store_typed.typed`` takes (the store's rule, one for both engines) that have a seq; None
+    ``store.typed.typed`` takes (the store's rule, one for both engines) that have a seq; None
     for the others (the checked path, or arrival order when seq is missing)."""
     if not typed(f, kind_name):
         return None

@@ -79,7 +79,7 @@ class LiveAudit(StoreWriter, Admission, Alerts, ABC):
     ``auditor.lease.extension_failures`` and ``auditor.lease.reclaims``, with the key's
     ``lease_by`` dimensions (default ``tool``, ``model``, ``provider``, those its attrs carry) as
     attributes. Only keys that show lease evidence (``lease_until`` or ``heartbeat``) are followed,
-    from that evidence on (``health_live.LeaseWatch``, at most ``max_workflow_keys`` of them): other
+    from that evidence on (``detect.lease.live.LeaseWatch``, at most ``max_workflow_keys`` of them): other
     events cost one dictionary lookup per key and batch.
     """
 
@@ -202,7 +202,7 @@ class LiveAudit(StoreWriter, Admission, Alerts, ABC):
         """The canonical records of one queued item; every door (spans, log records) says how."""
 
     def _prepared_of(self, item: Any) -> Prepared | None:
-        """The item's records already split for the store (``store_typed.prepare``), if its door did."""
+        """The item's records already split for the store (``store.typed.prepare``), if its door did."""
         return None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:

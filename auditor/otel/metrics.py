@@ -104,7 +104,7 @@ class Metrics:
         self._findings.add(1, self._by_grade[f.grade])
 
     def lease(self, measurements: "list[Measurement]") -> None:
-        """Record lease health's measurements (``health_live.LeaseWatch.feed``)."""
+        """Record lease health's measurements (``detect.lease.live.LeaseWatch.feed``)."""
         for metric, value, attributes in measurements:
             instrument = self._lease[metric]
             if metric in ("remaining", "heartbeat_age"):

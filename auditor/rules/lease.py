@@ -1,8 +1,8 @@
 """Lease health's rules (SPEC section 7, revision 3), stated once and engine-free.
 
-The batch engine (``health.sql`` + ``health.py``, also the Spark engine's, on its driver) and the
-live one (``health_live.py``, the span processor's) measure lease health each in its own way (window
-functions over a table, state per key over a stream). What they must agree on is here, as data and
+The batch engine (``health.sql`` + ``detect/lease/batch.py``, also the Spark engine's, on its
+driver) and the live one (``detect/lease/live.py``, the span processor's) measure lease health each
+in its own way (window functions over a table, state per key over a stream). What they must agree on is here, as data and
 small functions over plain numbers: what counts as a heartbeat attempt, in which order heartbeat
 gaps are taken, which evidence comes before a takeover, the timing rule ``L > R*H+J``, and how late
 extensions are reported (one diagnostic per group). ``health.sql`` gets ``ATTEMPTS`` as a bound

@@ -70,7 +70,7 @@ def decode_request(signal: str, body: bytes, content_type: str, encoding: str, l
                    prepare: bool = False, roles: frozenset[str] = frozenset(("any",)),
                    max_key_bytes: int = 1024, vocabulary: str | None = None) -> Decoded:
     """One request body -> its records (or the HTTP error). ``prepare`` (in a decoder process)
-    also splits the records for the store (``store_typed.prepare``): that Python runs off the
+    also splits the records for the store (``store.typed.prepare``): that Python runs off the
     receiver's GIL, beside it. ``roles`` are the sender's (``auth``), ``vocabulary`` the
     ``--map`` file's path."""
     ctype = content_type_of(content_type)
@@ -153,7 +153,7 @@ def _has_surrogate(v: Any) -> bool:
 
 class PackedRecords(Sequence):
     """A decoded request's records, pickled in the decoder process and unpickled in the receiver
-    only when one is read. The typed columns of their split (``store_typed.prepare``) carry every
+    only when one is read. The typed columns of their split (``store.typed.prepare``) carry every
     record the split types, to the audit (``convert.typed_events``) and to the store alike, so
     the dicts are read only for the few records that take the checked way. Unpickling a
     thousand dicts per request, and holding them until they are written, was the receiver's

@@ -1,5 +1,5 @@
 -- auditor serve's own statements over the store (auditor/serve/durable.py, audit.py). Named with
--- "-- name:" and run with bound parameters, as auditor/store.sql.
+-- "-- name:" and run with bound parameters, as auditor/store/store.sql.
 
 -- name: alerts_schema
 -- The alerts the receiver raised, one row per alert: a restarted receiver alerts an incident

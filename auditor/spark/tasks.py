@@ -28,6 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.columns import optional, optional_fields
+from ..core.fields import FieldSpec
+
 if TYPE_CHECKING:
     from ..detect.lease.facts import LeaseHealth
     import pyarrow as pa
@@ -37,19 +40,31 @@ if TYPE_CHECKING:
     from ..store import Store
     from ..normalize.vocabulary import Vocabulary
 
+#: STAGE1's own columns (below): a field of that name travels as ``<name>_field``.
+_STAGE1_OWN = ("tag", "name", "reason", "lines_read", "normalized", "quarantined", "ignored", "seconds", "message")
+_SPARK_TYPES = {"BIGINT": "long", "VARCHAR": "string", "INTEGER": "int"}
+
+
+def _carried(s: FieldSpec) -> tuple[str, str, str, str]:
+    """How optional field ``s`` travels between the stages: ``(column, Spark type, the store's
+    value out, the value back in)``; an instant as microseconds since the epoch."""
+    if s.sql.startswith("TIMESTAMPTZ"):
+        return f"{s.name}_us", "long", f"epoch_us({s.name}) AS {s.name}_us", f"make_timestamp({s.name}_us)::TIMESTAMPTZ"
+    column = f"{s.name}_field" if s.name in _STAGE1_OWN else s.name
+    return column, _SPARK_TYPES[s.sql.split()[0]], s.name if column == s.name else f"{s.name} AS {column}", column
+
+
+_OPTIONAL = [_carried(s) for s in optional_fields()]
 #: The events columns carried between the stages (the store's ``events`` table minus ``ord``,
-#: rebuilt in stage 2, with ``ts_utc`` as microseconds since the epoch).
-EVENT_COLUMNS = (
+#: rebuilt in stage 2, with ``ts_utc`` as microseconds since the epoch), the optional fields
+#: generated from the registry (core/fields.py) and carried as ``_carried`` says; then SPEC rev 3's
+#: global position (numbered again once duplicates collapsed over every file) and the fields whose
+#: value was dropped, comma-separated.
+EVENT_COLUMNS = ", ".join([
     "event_id string, seq long, obs long, workflow_key string, kind string, epoch long, "
     "worker string, effect_key string, sink string, sink_result string, reporter string, "
-    "step_id string, ts string, ts_us long, attrs string, source_id int, line long, "
-    # SPEC sections 7 and 8, instants as microseconds since the epoch too
-    # (the reason field travels as reason_field: STAGE1 has a reason column of its own)
-    "lease_until_us long, heartbeat string, reason_field string, authority_id string, expires_at_us long, "
-    "scope string, decision string, "
-    # SPEC rev 3: the global position (numbered again once duplicates collapsed over every file)
-    # and the fields whose value was dropped, comma-separated
-    "position long, dropped string")
+    "step_id string, ts string, ts_us long, attrs string, source_id int, line long",
+    *(f"{column} {kind}" for column, kind, _, _ in _OPTIONAL), "position long, dropped string"])
 EVENT_NAMES = tuple(c.split()[0] for c in EVENT_COLUMNS.split(", "))
 #: Stage 1's output: one row per event (tag e), one of the first quarantined lines of a file (q),
 #: the file's accounting and newest event time in ts_us (s), or a file that could not be read
@@ -73,11 +88,10 @@ PARTS = ("findings", "incidents", "diagnostics", "workflows")
 INPUT_PARTS = ("unplaced", "unplaced_first", "malformed")
 STAGE3 = "part int, payload binary"
 
-_EVENTS_OUT = """
+_EVENTS_OUT = f"""
 SELECT 'e' AS tag, event_id, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink,
        sink_result, reporter, step_id, ts, epoch_us(ts_utc) AS ts_us, attrs, source_id, line,
-       epoch_us(lease_until) AS lease_until_us, heartbeat, reason AS reason_field, authority_id,
-       epoch_us(expires_at) AS expires_at_us, scope, decision, position,
+       {", ".join(out for _, _, out, _ in _OPTIONAL)}, position,
        array_to_string(dropped, ',') AS dropped
 FROM identified_events()"""
 #: The document lists the first quarantined lines (``Store.input_summary``'s ``first``): no
@@ -87,16 +101,15 @@ _QUARANTINE_OUT = "SELECT 'q' AS tag, source_id, line, reason FROM quarantine OR
 #: Every [ignore] entry's count of a file (a handful of rows: one per entry that matched).
 _IGNORED_OUT = ("SELECT 'i' AS tag, source_id, entry_table AS name, entry AS reason, lines AS ignored, "
                 "first_line AS line, first_obs AS obs, to_json(samples)::VARCHAR AS message FROM ignore_entries")
-_EVENTS_IN = """
+_EVENTS_IN = f"""
 INSERT INTO events (event_id, ord, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink,
                     sink_result, reporter, step_id, ts, ts_utc, attrs, source_id, line,
-                    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision, position, dropped)
+                    {optional()}, position, dropped)
 -- In observation order, as one machine appends them: where the detector leaves a tie to row
 -- order (two commits of one step at one seq), both engines then pick the same row.
 SELECT event_id, seq, seq, obs, workflow_key, kind, epoch, worker, effect_key, sink, sink_result,
        reporter, step_id, ts, make_timestamp(ts_us)::TIMESTAMPTZ, attrs, source_id, line,
-       make_timestamp(lease_until_us)::TIMESTAMPTZ, heartbeat, reason_field, authority_id,
-       make_timestamp(expires_at_us)::TIMESTAMPTZ, scope, decision, position,
+       {", ".join(back for _, _, _, back in _OPTIONAL)}, position,
        CASE WHEN dropped IS NOT NULL THEN string_split(dropped, ',') END
 FROM part_events ORDER BY obs"""
 #: The input files' names, which findings and timelines carry as their provenance.
@@ -294,7 +307,7 @@ def timeline_partition(batches: Iterable["pa.RecordBatch"], part: int, names: di
 
 def lease_health_of(batches: list["pa.RecordBatch"], names: dict[int, str], by: Any,
                     heartbeat_misses: int) -> "LeaseHealth":
-    """SPEC section 7 on the driver: ``health.lease_health`` over every event of the keys that
+    """SPEC section 7 on the driver: ``detect.lease.batch.lease_health`` over every event of the keys that
     carry lease evidence (``batches``), in a scratch store as one machine would hold them. Lease
     health aggregates across keys (medians per group), so it is measured where all of it meets."""
     from ..detect.lease.batch import lease_health

@@ -28,7 +28,7 @@ import duckdb
 from ..core.errors import StoreError, StoreLocked
 from ..core.summary import SkippedPath
 from ..normalize.vocabulary import Vocabulary, vocabulary_of
-from ..core.fields import OPTIONAL_FIELDS
+from ..core.columns import optional_fields
 from ..core.sql import QUIET
 from . import memory
 from .accounting import Accounting, id_conflict, malformed_field
@@ -131,16 +131,15 @@ class Store(Appending, Accounting):
         2 and 3 added: read it through a temporary view that adds them (nulls for the optional
         fields, as such a store holds none; positions numbered in observation order, and the
         order detection uses decided again by revision 3's rule)."""
-        typed = {"lease_until": "TIMESTAMPTZ", "expires_at": "TIMESTAMPTZ"}
         self._read_older_accounting()
         have = {r[0] for r in self.con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
             "AND schema_name = 'main' AND table_name = 'events'").fetchall()}
-        missing = [f for f in OPTIONAL_FIELDS if f not in have]
+        missing = [f for f in optional_fields() if f.name not in have]
         if not have or (not missing and "position" in have):
             return
         ((db,),) = self.con.execute("SELECT current_database()").fetchall()
-        added = "".join(f", NULL::{typed.get(f, 'VARCHAR')} AS {f}" for f in missing)
+        added = "".join(f", NULL::{f.sql} AS {f.name}" for f in missing)
         quoted = '"' + db.replace('"', '""') + '"'
         if "position" in have:
             self.con.execute(f"CREATE TEMP VIEW events AS SELECT *{added} FROM {quoted}.main.events")

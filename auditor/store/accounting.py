@@ -5,12 +5,11 @@ takes these methods from ``Accounting``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..core.fields import REPORTERS
-from ..core.model import Diagnostic, DiagnosticKind, Event, Kind, Reporter, SinkResult
+from ..core.model import Diagnostic, DiagnosticKind, Event
+from ..core.rows import event_reader, names
 from ..core.summary import InputSummary, QuarantinedLine, UnplacedLine
 from ..rules import stable_id
 from .ignored import ignore_summary
@@ -19,8 +18,6 @@ from .schema import SQL
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
-
-_REPORTERS = {r: Reporter(r) for r in REPORTERS}
 
 
 class Accounting:
@@ -74,15 +71,18 @@ class Accounting:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [_event(r) for r in self.con.execute(sql, params).fetchall()]
+        cur = self.con.execute(sql, params)
+        read = event_reader(names(cur.description))
+        return [read(r) for r in cur.fetchall()]
 
     def iter_events(self, batch: int = 100_000) -> Iterator[Event]:
         """Every placed event in authoritative order per workflow key (the live detector's feed;
         unplaced events, without seq in a key ordered by seq, have no place in it)."""
         cur = self.cursor()
         cur.execute(SQL["event_columns"] + " WHERE ord IS NOT NULL ORDER BY workflow_key, ord, event_id, obs")
+        read = event_reader(names(cur.description))
         while rows := cur.fetchmany(batch):
-            yield from (_event(r) for r in rows)
+            yield from map(read, rows)
 
 
 def id_conflict(event_id: str, rows: list[tuple], first: int = 5) -> Diagnostic:
@@ -113,17 +113,3 @@ def malformed_field(file: str, name: str, lines: int, first_line: int, key: str,
     return Diagnostic(stable_id("d-", key, DiagnosticKind.MALFORMED_FIELD, file, name), DiagnosticKind.MALFORMED_FIELD,
                       key, seq, None, detail, numbers={"lines": lines, "lost": lost}, position=position,
                       file=file, line=first_line)
-
-
-def _event(row: tuple) -> Event:
-    """An ``event_columns`` row as an ``Event``."""
-    (seq, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs,
-     lease_until, heartbeat, reason, authority_id, expires_at, scope, decision, position) = row
-    return Event(
-        seq=seq, workflow_key=key, kind=Kind(kind), epoch=epoch, worker=worker,
-        effect_key=effect_key, sink=sink,
-        sink_result=SinkResult(sink_result) if sink_result else None,
-        reporter=_REPORTERS.get(reporter, reporter),  # an unknown reporter is kept as given
-        step_id=step_id, ts=ts, event_id=eid, attrs=json.loads(attrs) if attrs else None,
-        lease_until=lease_until, heartbeat=heartbeat, reason=reason, authority_id=authority_id,
-        expires_at=expires_at, scope=scope, decision=decision, position=position)

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.fields import (BLANK, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE,
+from ..core.fields import (BLANK, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KEY_FIELDS,
                            REPORTERS, SINK_RESULTS)
 from ..normalize.reference import SQL_SHAPE
 from ..normalize.vocabulary import REASONS
@@ -48,7 +48,7 @@ class SourceCounts:
 
 #: The stage query's lists, from the vocabulary, bound as parameters (never spliced into the SQL).
 _STAGE_PARAMS = {
-    "fast_shape": json.dumps({f: "JSON" if f in ("workflow_key", "effect_key", "authority_id") else "VARCHAR" for f in (*FIELDS, "attrs")}
+    "fast_shape": json.dumps({f: "JSON" if f in KEY_FIELDS else "VARCHAR" for f in (*FIELDS, "attrs")}
                              | {"attrs": "JSON"}),
     "effect_kinds": sorted(EFFECT_KINDS), "heartbeats": list(HEARTBEATS), "decisions": list(DECISIONS),
     "sink_results": list(SINK_RESULTS), "reporters": list(REPORTERS), "slow_shape": SQL_SHAPE,
@@ -109,7 +109,7 @@ class Appending:
         ``pos`` (int64, unique and increasing within the source), ``raw`` (binary, one JSON object)
         and ``bad`` (a reason the reader already found, else null). Lines that are blank after trimming are not counted. If ``digest`` was
         ingested before, nothing is read and ``skipped`` is set. ``typed`` holds records already in
-        the fast path's columns (``store_typed``; ``pos`` numbered with the lines), staged with the
+        the fast path's columns (``store.typed``; ``pos`` numbered with the lines), staged with the
         first chunk.
         """
         if self.already_ingested(digest):
@@ -259,7 +259,7 @@ class Appending:
         """Append Python records ``(line, canonical dict)`` through the same normalizer.
 
         Records the stage's fast path would take from their JSON text are handed to it as typed
-        columns instead (``store_typed``: no JSON round trip, the same rows); the others, and
+        columns instead (``store.typed``: no JSON round trip, the same rows); the others, and
         every record of a ``careful`` store, go as JSON lines."""
         return self._append_split(name, [(line, pos, rec) for pos, (line, rec) in enumerate(records, 1)], [])
 
@@ -267,7 +267,7 @@ class Appending:
                      refused: Iterable[tuple[int, str]] = (), digest: str | None = None) -> SourceCounts:
         """Append records given in parts ``(first line, records, prepared split or None)`` as one
         source: what ``append_records`` writes for all of them, numbered from each part's first
-        line on. A part split ahead (``store_typed.prepare``, in serve's decoder processes) is not
+        line on. A part split ahead (``store.typed.prepare``, in serve's decoder processes) is not
         split again: its typed columns are renumbered in Arrow, no Python per record.
 
         ``refused`` are records the caller could not take, ``(line, reason)``: each is read and

@@ -1,6 +1,6 @@
 """What a store's DuckDB connection needs before the first statement: the Python functions the
 stage query calls (``auditor_attrs``, ``auditor_normalize``) and the check that a ``--db`` path is
-a DuckDB file and never an input. Split from ``store.py``, which holds the store itself.
+a DuckDB file and never an input. Split from ``store/__init__.py``, which holds the store itself.
 """
 
 from __future__ import annotations

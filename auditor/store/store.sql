@@ -1,6 +1,7 @@
 -- The DuckDB side of the store: schema, the one normalizer every reader feeds, and the
--- accounting. Statements are named with "-- name:" and run by auditor/store.py with bound
--- parameters; nothing here is assembled by string formatting.
+-- accounting. Statements are named with "-- name:" and run by auditor/store/ with bound
+-- parameters; nothing here is assembled by string formatting but the {{...}} column lists, column
+-- names generated from the field registry when core/sql.py loads the file (core/columns.py).
 
 -- name: schema
 CREATE TABLE IF NOT EXISTS sources (
@@ -14,46 +15,10 @@ CREATE TABLE IF NOT EXISTS sources (
     quarantined BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
-    event_id     VARCHAR,          -- as given; null for a derived id not needed yet (see fill_ids)
-    ord          BIGINT,           -- the order detection uses: seq, or observation rank when seq is missing
-    seq          BIGINT,
-    obs          BIGINT NOT NULL,  -- observation position: source_id * 2^36 + pos; the row's unique identity
-    workflow_key VARCHAR NOT NULL,
-    kind         VARCHAR NOT NULL,
-    epoch        BIGINT,
-    worker       VARCHAR NOT NULL,
-    effect_key   VARCHAR,
-    sink         VARCHAR,
-    sink_result  VARCHAR,
-    reporter     VARCHAR,
-    step_id      VARCHAR,
-    ts           VARCHAR,          -- as written, for display
-    ts_utc       TIMESTAMPTZ,      -- parsed, for durations and freshness only, never for order
-    attrs        VARCHAR,          -- JSON text; payload-like fields hashed
-    source_id    INTEGER NOT NULL,
-    line         BIGINT NOT NULL,
-    -- Revision 2, optional (SPEC sections 7 and 8); a store written before has them added below.
-    lease_until  TIMESTAMPTZ,      -- the lease expiry granted or extended
-    heartbeat    VARCHAR,          -- 'ok' | 'lost'
-    reason       VARCHAR,
-    authority_id VARCHAR,
-    expires_at   TIMESTAMPTZ,      -- the mandate's expiry (authority_granted)
-    scope        VARCHAR,
-    decision     VARCHAR,          -- 'continue' | 'pause' | 'terminate' (revalidated)
-    -- Revision 3: the event's place in global observation order (1-based: the files as given,
-    -- then line order), and the descriptive fields whose unreadable value was dropped.
-    position     BIGINT,
-    dropped      VARCHAR[]
+    -- Generated from the field registry (core/columns.py): every field's column and the store's own.
+{{events_table}}
 );
-ALTER TABLE events ADD COLUMN IF NOT EXISTS lease_until TIMESTAMPTZ;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS heartbeat VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS reason VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS authority_id VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS expires_at TIMESTAMPTZ;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS scope VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS decision VARCHAR;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS position BIGINT;
-ALTER TABLE events ADD COLUMN IF NOT EXISTS dropped VARCHAR[];
+{{events_upgrade}}
 CREATE TABLE IF NOT EXISTS quarantine (
     source_id INTEGER NOT NULL,
     line      BIGINT NOT NULL,
@@ -83,19 +48,12 @@ ALTER TABLE events ALTER COLUMN event_id DROP NOT NULL;
 -- name: macros
 -- Run on every connection (temporary: a read-only store has them too). A derived event id hashes
 -- every canonical field by name, absent ones included (as null), so two different events never
--- share one; the optional fields of revision 2 join the hash only when one is given, so an event
--- without them keeps the id revision 1 derived. e is a row with the events table's columns, as a
--- struct: `SELECT derived_id_of(e) FROM events e`.
+-- share one; the optional fields of each later revision join the hash only when one of them is
+-- given, so an event without them keeps the id an earlier revision derived (core/columns.py). e
+-- is a row with the events table's columns, as a struct: `SELECT derived_id_of(e) FROM events e`.
 CREATE OR REPLACE TEMP MACRO derived_id_of(e) AS
-    md5(to_json(struct_pack(seq := e.seq, workflow_key := e.workflow_key, kind := e.kind, epoch := e.epoch,
-                            worker := e.worker, effect_key := e.effect_key, sink := e.sink,
-                            sink_result := e.sink_result, reporter := e.reporter, step_id := e.step_id,
-                            attrs := e.attrs, ts := e.ts))::VARCHAR
-        || CASE WHEN e.lease_until IS NULL AND e.heartbeat IS NULL AND e.reason IS NULL AND e.authority_id IS NULL
-                     AND e.expires_at IS NULL AND e.scope IS NULL AND e.decision IS NULL THEN ''
-                ELSE to_json(struct_pack(lease_until := e.lease_until, heartbeat := e.heartbeat, reason := e.reason,
-                                         authority_id := e.authority_id, expires_at := e.expires_at,
-                                         scope := e.scope, decision := e.decision))::VARCHAR END);
+    md5(to_json(struct_pack({{revision_1_id:e}}))::VARCHAR
+        {{later_id:e}});
 -- An event's id: the one written, or its derived one.
 CREATE OR REPLACE TEMP MACRO event_id_of(e) AS coalesce(e.event_id, derived_id_of(e));
 -- An id written that looks like a derived one (32 hex digits) and is not its own event's: it could
@@ -117,7 +75,7 @@ CREATE OR REPLACE TEMP MACRO identified_events() AS TABLE
 -- and drop_rejected removes before the transaction ends, or an ignored line (kind '', reason null,
 -- the kind value in worker: SPEC rev 3's [ignore]) that ignored_staged counts. One statement, no staged copy: handing
 -- the rows to Python as arrow and appending them again cost a tenth of the ingest
--- (bench/RESULTS.md). The count it returns is the lines it staged. Named parameters, all from auditor/vocabulary.py through store.py:
+-- (bench/RESULTS.md). The count it returns is the lines it staged. Named parameters, all from normalize/vocabulary.py through store/appending.py:
 -- $source_id, $keep_payloads, $careful (every line through auditor_normalize: the reference the fast
 -- path is pinned to), $fast_shape (json_transform structure of the canonical fields),
 -- $effect_kinds, $sink_results, $reporters, $heartbeats, $decisions,
@@ -162,8 +120,12 @@ WITH decoded AS (
             + (j.expires_at IS NOT NULL)::INTEGER + (j.scope IS NOT NULL)::INTEGER
             + (j.decision IS NOT NULL)::INTEGER + (j.attrs IS NOT NULL)::INTEGER
         AND list_contains($fast_kinds, j.kind)
-        AND (j.seq IS NULL OR try_cast(j.seq AS BIGINT)::VARCHAR = j.seq)
-        AND (j.kind = 'outcome_verified' OR try_cast(j.epoch AS BIGINT)::VARCHAR = j.epoch AND NOT starts_with(j.epoch, '-'))
+        -- Integers as written in decimal, or 0x-prefixed hexadecimal (SPEC revision 3.1: a zxid, 0x24)
+        -- that DuckDB's cast reads in int64 range (it reads 0x24, refuses 0xFFFFFFFFFFFFFFFF).
+        AND (j.seq IS NULL OR try_cast(j.seq AS BIGINT)::VARCHAR = j.seq
+             OR (regexp_full_match(j.seq, '0[xX][0-9a-fA-F]+') AND try_cast(j.seq AS BIGINT) IS NOT NULL))
+        AND (j.kind = 'outcome_verified' OR try_cast(j.epoch AS BIGINT)::VARCHAR = j.epoch AND NOT starts_with(j.epoch, '-')
+             OR (regexp_full_match(j.epoch, '0[xX][0-9a-fA-F]+') AND try_cast(j.epoch AS BIGINT) IS NOT NULL))
         AND ((json_type(j.workflow_key) = 'VARCHAR' AND NOT contains($blank, left(j.workflow_key ->> '$', 1)))
              OR json_type(j.workflow_key) IN ('BIGINT', 'UBIGINT'))
         AND (j.effect_key IS NOT NULL OR NOT list_contains($effect_kinds, j.kind))
@@ -257,7 +219,7 @@ WITH decoded AS (
            CASE WHEN fast THEN j.expires_at ELSE n.expires_at END AS expires_at_given,
            CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
            CASE WHEN fast THEN j.decision ELSE n.decision END AS decision,
-           CASE WHEN NOT fast THEN n.dropped END AS dropped_given
+           CASE WHEN NOT fast THEN n.dropped END AS dropped_given{{added_picked}}
     FROM norm
     -- Records Store.append_records took as typed columns (typed_chunk: line, pos and the fast
     -- path's values, what it would read from their JSON text; no optional field given): the
@@ -267,7 +229,7 @@ WITH decoded AS (
            sink_result, reporter, step_id, ts AS ts_given, NULL::TIMESTAMPTZ AS ts_number, event_id, attrs,
            NULL::VARCHAR AS lease_until_given, NULL::VARCHAR AS heartbeat, NULL::VARCHAR AS reason,
            NULL::VARCHAR AS authority_id, NULL::VARCHAR AS expires_at_given, NULL::VARCHAR AS scope,
-           NULL::VARCHAR AS decision, NULL::VARCHAR[] AS dropped_given
+           NULL::VARCHAR AS decision, NULL::VARCHAR[] AS dropped_given{{added_typed}}
     FROM typed_chunk
 ), timed AS (
     -- The instants: text is a time only in the shape both engines read alike ($instant_shape:
@@ -316,7 +278,7 @@ SELECT
     effect_key, sink, sink_result, reporter, step_id, ts, ts_utc,
     -- A batch of small sources (Store.ingest_many) moves each one's pos to its own 2^36 block.
     attrs, ($source_id + (pos >> 36))::INTEGER AS source_id, line,
-    lease_until, heartbeat, coalesce(rejected, reason) AS reason, authority_id, expires_at, scope, decision,
+    lease_until, heartbeat, coalesce(rejected, reason) AS reason, authority_id, expires_at, scope, decision{{added}},
     -- Numbered as the line's place after the events stored before ($position_base): exact unless a
     -- line of the source is not an event (blank, quarantined, a duplicate); positions renumbers then.
     $position_base + pos AS position, CASE WHEN rejected IS NULL THEN dropped END AS dropped
@@ -490,7 +452,7 @@ ORDER BY q.source_id, q.line
 LIMIT $1;
 
 -- name: event_columns
+-- Every event's fields as Store.events_of and events_frame read them (by name: core/rows.py).
 SELECT ord AS seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result, reporter,
-       step_id, ts, event_id, attrs, lease_until, heartbeat, reason, authority_id, expires_at, scope,
-       decision, position
+       step_id, ts, event_id, attrs, {{optional}}, position
 FROM identified_events();

@@ -23,7 +23,7 @@ import math
 from typing import Any, NamedTuple
 
 from ..normalize.reference import _payload_key, _ts, redact
-from ..core.fields import CORE_KINDS, EFFECT_KINDS, FIELDS, KINDS, REPORTERS, SINK_RESULTS
+from ..core.fields import CORE_FIELDS, CORE_KINDS, EFFECT_KINDS, KINDS, REGISTRY, REPORTERS, SINK_RESULTS
 
 _KINDS = frozenset(k for k in KINDS if k in CORE_KINDS)  # the stage's $kinds
 _EFFECT_KINDS = frozenset(EFFECT_KINDS)
@@ -31,10 +31,9 @@ _SINK_RESULTS = frozenset(SINK_RESULTS)
 _REPORTERS = frozenset(REPORTERS)
 #: Strings the fast path keeps as written: not blank (DuckDB's trim removes spaces only: strip is
 #: stricter), not readable as an object or array, no NUL.
-_TEXT_FIELDS = frozenset(("workflow_key", "worker", "effect_key", "sink", "step_id", "event_id"))
-_ALLOWED = frozenset(("seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",
-                      "reporter", "step_id", "ts", "event_id", "attrs"))
-assert _ALLOWED - {"attrs"} <= set(FIELDS)
+_TEXT_FIELDS = frozenset(s.name for s in REGISTRY if s.revision == "1" and s.role in ("key", "text"))
+#: Revision 1's fields: a record with a later one goes the JSON way.
+_ALLOWED = frozenset((*CORE_FIELDS, "attrs"))
 _MAX, _MIN = (1 << 63) - 1, -(1 << 63)
 _DEPTH = 32
 COLUMNS = ("line", "pos", "seq", "workflow_key", "kind", "epoch", "worker", "effect_key", "sink", "sink_result",

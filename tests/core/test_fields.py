@@ -15,16 +15,14 @@ from auditor.core.model import Event
 from auditor.detect.live.event import LiveEvent
 from auditor.store import SQL, Store
 
-from ..conftest import ROOT
 
-STORE_SQL = (ROOT / "auditor" / "store" / "store.sql").read_text()
 #: Columns the store keeps beside the fields: the rows' identity and order, what was parsed or
 #: derived, and where each row came from.
 STORE_ONLY = {"ord", "obs", "ts_utc", "source_id", "line", "position", "dropped"}
 
 
 def _ddl_columns() -> list[str]:
-    body = re.search(r"CREATE TABLE IF NOT EXISTS events \((.*?)\n\);", STORE_SQL, re.S).group(1)
+    body = re.search(r"CREATE TABLE IF NOT EXISTS events \((.*?)\n\);", SQL["schema"], re.S).group(1)
     return [line.split()[0] for line in body.splitlines() if line.strip() and not line.strip().startswith("--")]
 
 

@@ -2,7 +2,9 @@
 
 Every import of an auditor module, at the top of a file or inside a function, is read from the
 source and checked against the layers below; one that goes up a layer fails with the file, the
-line and the two layers. A module's own package may import itself freely.
+line and the two layers. Inside a layer, modules import each other freely but never in a circle
+(two modules that import each other, directly or through others, in one package too): that fails
+with the modules and the lines.
 """
 
 from __future__ import annotations
@@ -110,6 +112,70 @@ def test_the_layer_test_catches_an_import_that_goes_up(tmp_path):
             test_no_import_goes_up_a_layer(bad)
     finally:
         bad.unlink()
+
+
+def circles(paths: list[Path]) -> list[str]:
+    """Every import circle among ``paths`` (a strongly connected set of modules, an import inside a
+    function or under TYPE_CHECKING counted too), each as its modules and the lines that close it."""
+    graph: dict[str, dict[str, int]] = {}
+    for path in paths:
+        here = module_name(path)
+        graph[here] = {}
+        for line, target in imports(path):
+            if target != here:
+                graph[here].setdefault(target, line)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[str] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while (w := stack.pop()) != v:
+                part.append(w)
+            part.append(v)
+            if len(part) > 1:
+                edges = [f"{a} imports {b} (line {graph[a][b]})" for a in sorted(part) for b in sorted(graph[a])
+                         if b in part]
+                found.append("; ".join(edges))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_anywhere():
+    """No two modules import each other, even through others, inside a package too: a package
+    imports its parts, and a part that needs something of its package's ``__init__`` or of a
+    sibling that imports it takes it from a bottom module (``ingest/contract.py``,
+    ``detect/batch/base.py``)."""
+    found = circles(SOURCES)
+    assert not found, "import circles:\n" + "\n".join(found)
+
+
+def test_the_circle_check_catches_one_inside_a_package():
+    a, b = PACKAGE / "core" / "_circle_probe_a.py", PACKAGE / "core" / "_circle_probe_b.py"
+    a.write_text("from . import _circle_probe_b\n")
+    b.write_text("def f():\n    from ._circle_probe_a import x\n")
+    try:
+        found = circles([*SOURCES, a, b])
+        assert found == ["auditor.core._circle_probe_a imports auditor.core._circle_probe_b (line 1); "
+                         "auditor.core._circle_probe_b imports auditor.core._circle_probe_a (line 2)"]
+    finally:
+        a.unlink()
+        b.unlink()
 
 
 #: The house's room sizes (issue 33): a module a newcomer can read in one sitting, a function that

@@ -8,72 +8,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING
 
-import duckdb
-
-from ...core.model import Diagnostic, DiagnosticKind, Finding, Grade, Kind, Outcome, build_finding
-from ...rules import (attempt_grade, diagnostic_id, diagnostic_order, displaced_epoch, finding_id,
-                      finding_order, incident_id)
-from ...core.sql import statements
+from ...core.model import Diagnostic, DiagnosticKind
+from ...rules import diagnostic_id, diagnostic_order
 from ...store import Store
+from .base import LEAN_MEMORY, SQL, Handover, KeyFindings, lean  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import pyarrow as pa
 
-SQL = statements("detect/batch/detect.sql")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-T = TypeVar("T")
-
 _BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
           "key_counts", "stale", "commits", "resolutions",
           "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
           "evidence", "release_picked", "scratch", "finding_rows", "release_evidence", "acquirers", "keys")
-
-
-# Value -> member by dict: Grade(value) and friends cost a microsecond each on Python 3.11.
-_GRADES = {g.value: g for g in Grade}
-_KINDS = {k.value: k for k in Kind}
-_OUTCOMES = {o.value: o for o in Outcome}
-_REJECTED = Grade.REJECTED_ATTEMPT
-
-
-class Handover(NamedTuple):
-    """An acquisition that raised the key's highest epoch: a takeover when a finding names it as
-    its transition, else a clean handover."""
-
-    workflow_key: str
-    seq: int  # position in the key's order
-    epoch: int
-    worker: str
-
-
-@dataclass(slots=True)
-class KeyFindings:
-    """One workflow key's findings (sorted, the authority rules applied) and the facts its
-    incidents need: everything explain reads of one key, and nothing of any other.
-
-    ``row`` is the key's row in the batch of keys it came with (see ``Detection.batches``).
-    """
-
-    row: int
-    workflow_key: str
-    observed: bool  # ordered by observation: its log lacks seq
-    counts: tuple[int, int, int]  # events, acquisitions, handovers (acquisitions that raised the epoch)
-    findings: list[Finding]
-    handovers: list[Handover]
-    # (workflow_key, effect_key) -> the last outcome_verified: its place in the key's order, its position
-    verifications: dict[tuple[str, str], tuple[int, int]]
-    acquirers: dict[tuple[str, int], str]       # (workflow_key, epoch) -> worker who acquired it
-    newest_ts: datetime | None
-    finding_ts: dict[str, datetime | None] = field(default_factory=dict)  # finding id -> parsed ts
-    transition_ts: dict[tuple[str, int], datetime | None] = field(default_factory=dict)
-    capped: set[str] = field(default_factory=set)  # finding ids whose span was capped by limits
 
 
 #: Workflow keys read (and explained) at a time. A batch's Python objects are most of an audit's
@@ -148,26 +99,3 @@ def _remove(database: str) -> None:
     for path in (database, database + ".wal"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-
-
-#: DuckDB's memory limit while a query reads a little from the whole store (see ``lean``)
-LEAN_MEMORY = "128MB"
-
-
-def lean(store: Store, read: Callable[[duckdb.DuckDBPyConnection], T], limit: str = LEAN_MEMORY) -> T:
-    """``read(store.con)`` under a low memory limit (``limit``, ``LEAN_MEMORY`` unless told), for
-    queries that scan the store for a little: under the store's usual limit the pages they read
-    stay cached, on top of the Python objects of a big audit (the timelines' query alone cached
-    345 MB at ten million events). Should ``read`` need more, it runs again under the usual
-    limit; ``shrink`` restores the limit either way."""
-    try:
-        with contextlib.suppress(duckdb.Error):  # pages it cannot evict: the usual limit then
-            store.lower_memory(limit)
-        try:
-            return read(store.con)
-        except duckdb.OutOfMemoryException:
-            pass  # retried below, once the first try's partial results are gone
-        store.shrink()
-        return store.adapting(lambda: read(store.con))
-    finally:
-        store.shrink()

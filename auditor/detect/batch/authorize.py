@@ -9,7 +9,6 @@ scan of two columns.
 
 from __future__ import annotations
 
-from itertools import groupby
 
 import duckdb
 
@@ -17,7 +16,7 @@ from ...rules.authority import KeyAuthority, compensate, compensated, judged, re
 from ...core.model import Diagnostic, DiagnosticKind, Finding, Grade, Kind
 from ...rules import authority_incident_id, diagnostic_id, finding_id, finding_order
 from ...core.sql import statements
-from .timeline import event_of
+from .timeline import authority_events
 
 SQL = statements("detect/batch/detect.sql")
 _ATTEMPT, _COMMIT, _COMPENSATED = Kind.EFFECT_ATTEMPTED, Kind.EFFECT_COMMITTED, Kind.EFFECT_COMPENSATED
@@ -38,10 +37,8 @@ def authorize(con: duckdb.DuckDBPyConnection, findings: list[Finding],
     for f in findings:
         (by_key[f.workflow_key] if f.workflow_key in by_key else rest).append(f)
     diagnostics: list[Diagnostic] = []
-    rows = con.execute(SQL["authority_events"], [keys]).fetchall()
-    for key, group in groupby(rows, key=lambda r: r[1]):
-        by_key[key] = _key(key, [(event_of(r), r[17]) for r in group], by_key[key], key in opted,
-                           diagnostics, stamps)
+    for key, events in authority_events(con, keys):
+        by_key[key] = _key(key, events, by_key[key], key in opted, diagnostics, stamps)
     out = rest + [f for fs in by_key.values() for f in fs]
     out.sort(key=finding_order)
     return out, diagnostics

@@ -345,15 +345,16 @@ DROP TABLE IF EXISTS evidence; DROP TABLE IF EXISTS key_acquirers; DETACH DATABA
 -- name: event_rows
 -- Every event with where it came from, in each key's order: the live detector's feed when it is
 -- checked against this one. ord is the position (seq, or the observation rank of a key lacking seq).
+-- Read by name (core/rows.py); the optional fields are generated from the registry (core/columns.py).
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
-       e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
-       e.position, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
+       e.reporter, e.step_id, e.ts, e.event_id, e.attrs, src.name AS file, e.line, e.seq IS NULL AS observed,
+       e.position, {{optional:e}}
 FROM identified_events() e JOIN sources src USING (source_id)
 WHERE e.ord IS NOT NULL
 ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;
 
 -- name: timeline_rows
--- The first $2 events of each workflow key in $1, as event_rows (the optional fields last), with what a timeline shows of
+-- The first $2 events of each workflow key in $1, as event_rows, with what a timeline shows of
 -- each: the key's event count, H(k, s) (the highest epoch acquired at a lower position: a
 -- non-acquisition under a lower epoch is stale evidence, SPEC section 3), and for an acquisition
 -- the highest epoch acquired before it in the order the acquisitions statement uses (a handover
@@ -376,7 +377,7 @@ SELECT * EXCLUDE (n, obs) FROM (
            CASE WHEN e.kind = 'lease_acquired' THEN max(e.epoch) FILTER (WHERE e.kind = 'lease_acquired') OVER (
                PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id, e.obs
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) END AS prev_max,
-           e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision, e.obs,
+           {{optional:e}}, e.obs,
            row_number() OVER (PARTITION BY e.workflow_key ORDER BY e.ord, e.event_id, e.obs) AS n
     FROM ev e JOIN per_position p USING (workflow_key, ord))
 WHERE n <= $2
@@ -384,10 +385,10 @@ ORDER BY workflow_key, ord, event_id, obs;
 
 -- name: authority_events
 -- Every event of the keys in $1 (those under the authority rules or with compensation records, SPEC
--- section 8) in each key's order, as event_rows with the parsed ts (column 17).
+-- section 8) in each key's order, as event_rows with the parsed ts (ts_utc).
 SELECT e.ord, e.workflow_key, e.kind, e.epoch, e.worker, e.effect_key, e.sink, e.sink_result,
-       e.reporter, e.step_id, e.ts, event_id_of(e) AS event_id, e.attrs, src.name, e.line, e.seq IS NULL AS observed,
-       e.position, e.ts_utc, e.lease_until, e.heartbeat, e.reason, e.authority_id, e.expires_at, e.scope, e.decision
+       e.reporter, e.step_id, e.ts, event_id_of(e) AS event_id, e.attrs, src.name AS file, e.line, e.seq IS NULL AS observed,
+       e.position, e.ts_utc, {{optional:e}}
 FROM events e JOIN sources src USING (source_id)
 WHERE e.workflow_key IN (SELECT unnest($1::VARCHAR[])) AND e.ord IS NOT NULL
 ORDER BY e.workflow_key, e.ord, e.event_id, e.obs;

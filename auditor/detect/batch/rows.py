@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from itertools import groupby
 from typing import TYPE_CHECKING
 
 from ...core.model import Diagnostic, Finding, Grade, Kind, Outcome, build_finding
 from ...core.sql import QUIET
 from ...rules import attempt_grade, displaced_epoch, finding_id, finding_order, incident_id
 from ...store import Store
-from . import SQL, Handover, KeyFindings
+from .base import SQL, Handover, KeyFindings
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -83,13 +82,12 @@ def _instant(us: int | None) -> datetime | None:
 
 
 def _authority_events(store: Store, keys: list[str]) -> dict[str, list[tuple]]:
-    """The events (as ``timeline.event_of`` reads them, with their parsed ts) of ``keys``, by key."""
+    """The events (with their parsed ts) of ``keys``, by key (``timeline.authority_events``)."""
     if not keys:
         return {}
-    from .timeline import event_of
+    from .timeline import authority_events
 
-    rows = store.con.execute(SQL["authority_events"], [keys]).fetchall()
-    return {key: [(event_of(r), r[17]) for r in group] for key, group in groupby(rows, key=lambda r: r[1])}
+    return dict(authority_events(store.con, keys))
 
 
 def _authorized(kf: KeyFindings, events: list[tuple], opted: bool, notes: list[Diagnostic]) -> None:

@@ -10,20 +10,20 @@ report draws, so a result needs no open store to be rendered.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
+from typing import Any
 
 import orjson
 
-from ...core.model import Event, Finding, Kind, Reporter, SinkResult
+from ...core.model import Event, Finding, Kind
+from ...core.rows import column_index, event_reader, names
 from ...rules import TWICE
 from ...store import Store
-from . import SQL, lean
+from .base import SQL, lean
 
-_KINDS = {k.value: k for k in Kind}
-_RESULTS = {r.value: r for r in SinkResult}
-_REPORTERS = {r.value: r for r in Reporter}
 _ACQ, _COMMIT = Kind.LEASE_ACQUIRED, Kind.EFFECT_COMMITTED
 
 
@@ -61,28 +61,25 @@ class KeyTimeline:
         return len(self.events) >= self.total
 
 
-def event_of(row: tuple) -> Event:
-    """An ``event_rows`` / ``timeline_rows`` row (its first 17 columns, and the optional fields of
-    sections 7 and 8 last) as an ``Event``; its ``seq`` is its place in the key's order."""
-    (pos, key, kind, epoch, worker, effect_key, sink, sink_result, reporter, step_id, ts, eid, attrs,
-     file, line, observed, position) = row[:17]
-    lease_until, heartbeat, reason, authority_id, expires_at, scope, decision = row[-7:]
-    return Event(
-        seq=pos, workflow_key=key, kind=_KINDS[kind], epoch=epoch, worker=worker, effect_key=effect_key,
-        sink=sink, sink_result=_RESULTS.get(sink_result) if sink_result else None,
-        reporter=_REPORTERS.get(reporter, reporter) if reporter else None, step_id=step_id, ts=ts,
-        event_id=eid, attrs=json.loads(attrs) if attrs else None, file=file, line=line,
-        observed=bool(observed), lease_until=lease_until, heartbeat=heartbeat, reason=reason,
-        authority_id=authority_id, expires_at=expires_at, scope=scope, decision=decision, position=position)
-
-
 def iter_events(store: Store, batch: int = 100_000) -> Iterator[Event]:
     """Every stored event with its provenance, in order per key: what the live detector is fed
     when it is checked against the batch one."""
     cur = store.cursor()
     cur.execute(SQL["event_rows"])
+    read = event_reader(names(cur.description), seq="ord")
     while rows := cur.fetchmany(batch):
-        yield from (event_of(r) for r in rows)
+        yield from map(read, rows)
+
+
+def authority_events(con, keys: list[str]) -> Iterator[tuple[str, list[tuple[Event, Any]]]]:
+    """``(key, [(event, its parsed ts), ...])`` of each of ``keys`` with events, in key order
+    (``detect.sql``'s ``authority_events``, read by name)."""
+    cur = con.execute(SQL["authority_events"], [keys])
+    columns = names(cur.description)
+    read, at = event_reader(columns, seq="ord"), column_index(columns)
+    key_at, ts_at = at["workflow_key"], at["ts_utc"]
+    for key, group in groupby(cur.fetchall(), key=itemgetter(key_at)):
+        yield key, [(read(r), r[ts_at]) for r in group]
 
 
 def excerpts(store: Store, keys: Iterable[str], findings: Iterable[Finding],
@@ -94,15 +91,23 @@ def excerpts(store: Store, keys: Iterable[str], findings: Iterable[Finding],
         return {}
     rows: dict[str, list[tuple]] = {k: [] for k in keys}
     # The query scans every column of the whole store for a few keys.
-    for r in lean(store, lambda con: con.execute(SQL["timeline_rows"], [keys, limit]).fetchall()):
-        rows[r[1]].append(r)
+    columns, found = lean(store, lambda con: _named(con.execute(SQL["timeline_rows"], [keys, limit])))
+    at = column_index(columns)
+    for r in found:
+        rows[r[at["workflow_key"]]].append(r)
     by_key: dict[str, list[Finding]] = {k: [] for k in keys}
     if hasattr(findings, "containing"):  # an explain.spool.Spool: decode only the lines of these keys
         findings = findings.containing(b'"workflow_key":' + orjson.dumps(k) for k in keys)
     for f in findings:
         if f.workflow_key in by_key:
             by_key[f.workflow_key].append(f)
-    return {k: _timeline(k, rows[k], by_key[k]) for k in keys if rows[k]}
+    read = event_reader(columns, seq="ord")
+    return {k: _timeline(k, rows[k], by_key[k], read, at) for k in keys if rows[k]}
+
+
+def _named(cur) -> tuple[tuple[str, ...], list[tuple]]:
+    """A query's column names and its rows."""
+    return names(cur.description), cur.fetchall()
 
 
 def takeovers(findings: Iterable[Finding]) -> set[int]:
@@ -111,12 +116,15 @@ def takeovers(findings: Iterable[Finding]) -> set[int]:
     return {f.transition_place for f in findings if f.transition_place is not None}
 
 
-def _timeline(key: str, rows: list[tuple], findings: list[Finding]) -> KeyTimeline:
+def _timeline(key: str, rows: list[tuple], findings: list[Finding], read, at: dict[str, int]) -> KeyTimeline:
+    """One key's timeline from its ``timeline_rows`` (``read`` makes the event of one, ``at`` names
+    the columns read beside it)."""
     named = takeovers(findings)
     out = []
+    highest_at, prev_at = at["highest_before"], at["prev_max"]
     for r in rows:
-        e = event_of(r)
-        highest, prev = r[18], r[19]
+        e = read(r)
+        highest, prev = r[highest_at], r[prev_at]
         acq = None
         if e.kind is _ACQ:
             role = ("first" if prev is None else "regression" if e.epoch <= prev
@@ -124,7 +132,7 @@ def _timeline(key: str, rows: list[tuple], findings: list[Finding]) -> KeyTimeli
             acq = Acquisition(role, prev)
         stale = (e.kind is not _ACQ and e.epoch is not None and highest is not None and e.epoch < highest)
         out.append(TimelineEvent(e, stale, acq))
-    return KeyTimeline(key, tuple(out), rows[0][17], _partners([t.event for t in out], findings))
+    return KeyTimeline(key, tuple(out), rows[0][at["total"]], _partners([t.event for t in out], findings))
 
 
 def _partners(events: list[Event], findings: list[Finding]) -> dict[int, tuple[int, ...]]:

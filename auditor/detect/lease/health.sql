@@ -3,7 +3,7 @@
 -- Read from the same events table as detection, by wall clock (ts) where the metric is a
 -- duration, and in the authoritative order (ord: seq, or observation order) for everything that
 -- decides who owned what. Durations are whole milliseconds (epoch_ms), so the rule's comparisons
--- are exact; health.py turns them into seconds. The statements run in order; every scratch table
+-- are exact; batch.py turns them into seconds. The statements run in order; every scratch table
 -- is prefixed lh_ and dropped at the end.
 -- $paths: the JSON paths of the grouping dimensions in attrs (a VARCHAR[] parameter).
 -- $recorded: the kinds recorded outside an owner epoch (vocabulary.EPOCH_OPTIONAL_KINDS): never
@@ -193,7 +193,7 @@ FROM lh_takeovers ORDER BY k, s;
 -- late_extension (lease_rules.is_late): an extension with less than one heartbeat interval H (of
 -- its group, judged from $min_gaps gaps on) left. One row per lease (key, epoch) with late
 -- extensions: how many, the least time left, and where that worst one was (s NULL: unplaced);
--- health.py sums them per group (lease_rules.late_extensions).
+-- batch.py sums them per group (lease_rules.late_extensions).
 SELECT ks.dims, gr.k, gr.epoch, count(*) AS extensions, min(gr.remaining_ms) AS least,
        arg_min_null(gr.s, (gr.remaining_ms, gr.ts, gr.s, gr.obs)) AS at_s,
        arg_min_null(gr.worker, (gr.remaining_ms, gr.ts, gr.s, gr.obs)) AS worker

@@ -1,6 +1,6 @@
 """SPEC section 8 in the live detector: the authority rules and compensation for one key.
 
-The batch detector's counterpart is ``detect/authorize.py``; both feed ``authority.KeyAuthority``
+The batch detector's counterpart is ``detect/batch/authorize.py``; both feed ``authority.KeyAuthority``
 and judge with ``authority.judged``, so the rules exist once. A key opts in at its first authority
 event (the live detector cannot see the rest of the log), seeded with the acquisitions so far.
 """

@@ -6,43 +6,30 @@ frozen dataclass); ``rfc3339`` renders OTel nanoseconds as the findings show the
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import collections
+import dataclasses
+from typing import Any
 
-from ...core.model import Event, Kind, Reporter, SinkResult
+from ...core.model import Event
 
 
-class LiveEvent(NamedTuple):
-    """``model.Event``'s fields as a tuple, for callers that build events by the million.
+def _live_event() -> type:
+    """``LiveEvent``: ``model.Event``'s fields, in its order and with its defaults, as a named tuple."""
+    fields = dataclasses.fields(Event)
+    defaults = [f.default for f in fields if f.default is not dataclasses.MISSING]
+    cls = collections.namedtuple("LiveEvent", [f.name for f in fields], defaults=defaults, module=__name__)
+    cls.__doc__ = """``model.Event``'s fields as a tuple, for callers that build events by the million.
 
     ``LiveDetector`` reads events by attribute only, so it takes either; a frozen dataclass
     costs more to build than the detector spends on the event (the span processor's case).
     ``ts`` may also be OTel's nanoseconds since the epoch: findings render it as RFC 3339.
+    Generated from ``Event`` (whose fields the registry, ``core/fields.py``, checks), so a field
+    added there is carried here too.
     """
+    return cls
 
-    seq: int
-    workflow_key: str
-    kind: Kind
-    epoch: int | None
-    worker: str = "unknown"
-    effect_key: str | None = None
-    sink: str | None = None
-    sink_result: SinkResult | None = None
-    reporter: Reporter | None = None
-    step_id: str | None = None
-    ts: str | int | None = None
-    event_id: str | None = None
-    attrs: dict[str, Any] | None = None
-    file: str | None = None
-    line: int | None = None
-    observed: bool = False
-    lease_until: Any = None  # SPEC sections 7 and 8, as on ``model.Event``
-    heartbeat: str | None = None
-    reason: str | None = None
-    authority_id: str | None = None
-    expires_at: Any = None
-    scope: str | None = None
-    decision: str | None = None
-    position: int | None = None  # SPEC rev 3, as on ``model.Event``
+
+LiveEvent: Any = _live_event()
 
 
 _CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line", "observed", "position"))

@@ -39,11 +39,10 @@ NAMES: dict[str, tuple[str, ...]] = {
     "lease_until": ("lease.until", "lease.expires_at", "lease_expires", "expires"),
     "authority_id": ("mandate_id", "mandate", "grant_id"),
 }
-#: The order fields are placed in: the key first (seq's shape is read per key), kind last but one.
-ORDER = ("workflow_key", "epoch", "seq", "ts", "kind", "worker", "effect_key", "sink", "sink_result",
-         "reporter", "step_id", "lease_until", "heartbeat", "reason", "authority_id", "expires_at",
-         "scope", "decision", "event_id")
-assert set(ORDER) == set(FIELDS)
+#: The order fields are placed in: the key first (seq's shape is read per key), then epoch, seq, ts
+#: and kind, every other field in the registry's order (core/fields.py), event_id last.
+_FIRST, _LAST = ("workflow_key", "epoch", "seq", "ts", "kind"), ("event_id",)
+ORDER = (*_FIRST, *(f for f in FIELDS if f not in _FIRST + _LAST), *_LAST)
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _CLOSED = {"sink_result": SINK_RESULTS, "reporter": REPORTERS, "heartbeat": HEARTBEATS, "decision": DECISIONS}
