@@ -183,11 +183,18 @@ def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
     The store is opened read-only: another user's store, or a CI artifact, can be reported on.
     ``vocabulary`` is checked (``VocabularyError``) but changes nothing: it applies when lines are
     ingested, and the store holds them normalized. ``by`` and ``heartbeat_misses``: see ``analyze``."""
+    from .store.spooled import backlog, store_mark
+
     check_store(db)
     store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary, read_only=True)
     try:
-        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
-                       heartbeat_misses=heartbeat_misses)
+        # What auditor serve acknowledged and the store lacks (read while the store is held: its
+        # mark cannot move meanwhile) keeps the verdict from a pass.
+        spool = backlog(db, store_mark(store.con))
+        result = analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
+                         heartbeat_misses=heartbeat_misses)
+        result.spool = spool
+        return result
     except BaseException:
         store.close()
         raise

@@ -91,6 +91,9 @@ class AuditResult:
     timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
     #: SPEC rev 3: unplaced events by kind (no seq in a key ordered by seq)
     unplaced: dict[str, int] = field(default_factory=dict)
+    #: what ``auditor serve``'s spool beside the store holds that the store lacks (acknowledged
+    #: requests not yet appended, frames that cannot be read: ``store.spooled.backlog``); None: nothing
+    spool: dict[str, Any] | None = None
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -159,7 +162,14 @@ class AuditResult:
         ``allow_quarantined`` lines were lost (a pass cannot be claimed); else ``pass``."""
         if self.failing_count:
             return Verdict.FAIL
+        if self.spool_lost:
+            return Verdict.INCOMPLETE  # acknowledged evidence not in the store: never a pass, whatever the allowance
         return Verdict.INCOMPLETE if self.lost > self.allow_quarantined else Verdict.PASS
+
+    @property
+    def spool_lost(self) -> int:
+        """Acknowledged requests of ``auditor serve`` that the store lacks (pending or unreadable)."""
+        return 0 if not self.spool else self.spool["pending_requests"] + self.spool["lost_requests"]
 
     @property
     def exit_code(self) -> int:
@@ -200,6 +210,7 @@ class AuditResult:
             "verdict": self.verdict.value,
             "fail_on": self.fail_on.value,
             "evidence_lost": self.evidence_lost(),
+            **({"spool": self.spool} if self.spool else {}),  # only a receiver's store with a backlog
             "scope": None if self.scope is None else self.scope.to_dict(),
             "ordering": self.ordering,
             "input": asdict(self.input),

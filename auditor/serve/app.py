@@ -162,7 +162,8 @@ class Door:
         if isinstance(roles, Response):
             return roles
         key = request.url.path.strip("/")
-        return Response(await run_in_threadpool(self.receiver.document_list, key), media_type=JSON)
+        body, headers = await run_in_threadpool(self.receiver.document_list, key)
+        return Response(body, media_type=JSON, headers=headers)
 
     async def health(self, request: Request) -> Response:
         roles = self.roles(request, write=False)

@@ -36,6 +36,8 @@ class ServeConfig:
     spool: Path | None = None
     # Bounds (issue 36): per connection and in total.
     max_key_bytes: int = 1024             # a longer workflow_key or effect_key is quarantined
+    max_gzip_members: int = 1024          # gzip members in one body: 413 past it (issue 44)
+    decode_seconds: float = 10.0          # a body's decompression within this, or 413 (issue 44)
     max_header_bytes: int = 64 << 10      # request line and headers: 431 past it
     idle_timeout: float = 15.0            # a connection sends a request's headers within this, or is closed (408)
     body_timeout: float = 60.0            # a request body arrives whole within this, or 408

@@ -163,7 +163,7 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 4318) -> int
     in the spool and are appended at the next start)."""
     tune_gc()
     tune_switching()
-    receiver = Receiver(config)
+    receiver = Receiver(config, who=f"auditor serve on {host}:{port}")
     try:
         _Server(uvicorn_config(app(receiver, allowed_hosts(host, config)), config, host, port)).run()
     finally:
