@@ -107,7 +107,9 @@ class Door:
         if declared is not None and declared > limit:
             return await self._refused(signal, ctype, 413, f"request body of {declared} bytes is over "
                                        f"{limit} (--max-body-mb)", roles)
-        body = await self._body(request, declared or 0, limit)
+        # Bytes count against --max-inflight-mb as they arrive, not as declared: senders trickling
+        # large bodies hold only what they sent, and cannot keep the others out (issue 44).
+        body = await self._body(request, 0, limit)
         if isinstance(body, Response):
             if body.status_code in (408, 413):
                 return await self._refused(signal, ctype, body.status_code, body.body.decode(), roles)
