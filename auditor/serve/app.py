@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .auth import ANY, READERS, WRITERS
+from .config import host_name
 from .decode import JSON, content_type_of, error
 from .receiver import Receiver
 
@@ -49,8 +50,8 @@ class Budget:
 class HostCheck:
     """ASGI middleware: 421 for a ``Host`` header not in ``allowed`` (compared without its port)."""
 
-    def __init__(self, app, allowed: frozenset[str]) -> None:
-        self.app, self.allowed = app, allowed
+    def __init__(self, app, allowed: frozenset[str], door: "Door | None" = None) -> None:
+        self.app, self.allowed, self.door = app, allowed, door
         self.refused = 0
 
     async def __call__(self, scope, receive, send) -> None:
@@ -58,18 +59,12 @@ class HostCheck:
             host = next((v for k, v in scope["headers"] if k == b"host"), b"").decode("latin-1")
             if host_name(host) not in self.allowed:
                 self.refused += 1
+                if self.door is not None:  # counted in /healthz with the other requests not of ours
+                    self.door.unauthorized += 1
                 await PlainTextResponse("misdirected request: this receiver does not answer for that Host "
                                         "(--allow-host)", status_code=421)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def host_name(host: str) -> str:
-    """A Host header's name, lowercase, without its port or an IPv6 address's brackets."""
-    v = host.strip().lower()
-    if v.startswith("["):
-        return v[1:].split("]", 1)[0]
-    return v.split(":", 1)[0] if v.count(":") == 1 else v
 
 
 class Door:
@@ -195,4 +190,4 @@ def app(receiver: Receiver, allowed_hosts: frozenset[str] | None = None):
     inner = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/v1/logs", logs, methods=["POST"]),
                               Route("/findings", door.listing), Route("/incidents", door.listing),
                               Route("/healthz", door.health)], lifespan=lifespan)
-    return inner if allowed_hosts is None else HostCheck(inner, allowed_hosts)
+    return inner if allowed_hosts is None else HostCheck(inner, allowed_hosts, door)

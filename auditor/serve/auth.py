@@ -50,7 +50,7 @@ def load_tokens(path: str | Path) -> Tokens:
     """Read a ``--tokens`` file; ``TokensError`` naming the file and line for anything wrong in it."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark (Windows editors) is not part of a token
     except (OSError, UnicodeDecodeError) as e:
         raise TokensError(f"--tokens {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
     found: dict[bytes, tuple[int, frozenset[str]]] = {}
@@ -66,6 +66,9 @@ def load_tokens(path: str | Path) -> Tokens:
         unknown = [r for r in roles if r not in ROLES]
         if unknown or not roles:
             raise TokensError(f'{where}: unknown role "{(unknown or ["?"])[0][:40]}"; roles are {", ".join(ROLES)}')
+        if not (token.isascii() and token.isprintable()):
+            raise TokensError(f"{where}: the token holds characters that are not printable ASCII, which an "
+                              "Authorization header cannot carry as written; use a random one (openssl rand -hex 32)")
         if len(token) < MIN_TOKEN_CHARS:
             raise TokensError(f"{where}: the token is shorter than {MIN_TOKEN_CHARS} characters; use a random "
                               "one (openssl rand -hex 32)")

@@ -85,9 +85,18 @@ def check_exposure(host: str, config: ServeConfig, insecure: bool) -> None:
 def allowed_hosts(host: str, config: ServeConfig) -> frozenset[str]:
     """The Host header names answered (lowercase, without port): ``--allow-host`` names, else the
     bind address and localhost (both loopback spellings when bound to loopback)."""
-    if config.allow_hosts:
-        return frozenset(h.lower().strip("[]") for h in config.allow_hosts)
+    if config.allow_hosts:  # "name:port" names the host as well: a Host header is compared without its port
+        return frozenset(host_name(h) for h in config.allow_hosts)
     names = {host.lower().strip("[]"), "localhost"}
     if is_loopback(host):
         names |= {"127.0.0.1", "::1"}
     return frozenset(names)
+
+
+def host_name(host: str) -> str:
+    """A Host header's (or ``--allow-host``'s) name, lowercase, without its port or an IPv6
+    address's brackets."""
+    v = host.strip().lower()
+    if v.startswith("["):
+        return v[1:].split("]", 1)[0]
+    return v.split(":", 1)[0] if v.count(":") == 1 else v

@@ -26,7 +26,12 @@ _logger = logging.getLogger("auditor.serve")
 def replay(receiver) -> tuple[int, int]:
     """Append the spool's entries the store of ``receiver`` lacks; ``(last entry number, last line)``."""
     config, spool_dir = receiver.config, receiver.spool_dir
-    store = open_store(receiver.db, receiver._vocabulary, config.store_wait, schema=True)  # noqa: SLF001
+    try:
+        store = open_store(receiver.db, receiver._vocabulary, config.store_wait, schema=True)  # noqa: SLF001
+    except StoreLocked:
+        raise StoreLocked(f"{receiver.db}: another process is using this DuckDB store (an auditor report or "
+                          f"ingest); the receiver waited {config.store_wait:g} s for it (--store-wait SECONDS); "
+                          "start it again once that process is done") from None
     try:
         mark, line = store_position(store)
     finally:

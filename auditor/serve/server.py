@@ -20,6 +20,7 @@ import threading
 
 import uvicorn
 
+from ..core.errors import AuditorError
 from .app import app
 from .config import ServeConfig, allowed_hosts
 from .pool import tune_gc, tune_switching
@@ -195,7 +196,15 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 4318) -> int
     tune_switching()
     receiver = Receiver(config, who=f"auditor serve on {host}:{port}")
     try:
-        _Server(uvicorn_config(app(receiver, allowed_hosts(host, config)), config, host, port)).run()
+        server = _Server(uvicorn_config(app(receiver, allowed_hosts(host, config)), config, host, port))
+        try:
+            server.run()
+        except SystemExit as e:  # uvicorn's start failed (exit 3, which is the auditor's code for incomplete)
+            if server.started:
+                raise
+            raise AuditorError(f"--host {host} --port {port}: cannot listen there (uvicorn's exit {e.code}: the "
+                               "address is in use or not this machine's, see the line above); choose another "
+                               "--port or stop what listens on it") from None
     finally:
         leftover = receiver.close()
     return leftover
