@@ -4,8 +4,8 @@ Every request first has its ``Host`` checked (421 Misdirected Request for a name
 DNS-rebinding page cannot read findings through a browser), then, with ``--tokens``, its bearer
 token (401 without a valid one; 403 when the token's roles do not cover the method: POST needs a
 sender's role, GET ``reader`` or ``any``). A body is read within ``body_timeout`` (408), at most
-``max_body_bytes`` (413) and within the global budget of bytes held by all requests at once
-(429 with ``Retry-After``). A request of ours refused before it was read whole is counted in
+``max_body_bytes`` (413) and within the global budget of bytes held by all requests at once,
+counted as they arrive (429 with ``Retry-After``). A request of ours refused before it was read whole is counted in
 the store's quarantine (``Receiver.refuse_request``); one that was never ours (401, 403, 421)
 is not evidence and is only counted in ``/healthz``.
 """

@@ -2,11 +2,14 @@
 
 uvicorn parses HTTP with httptools (C) when it is installed (the ``serve`` extra brings it), and
 httptools has no bound of its own on a request's headers nor a deadline for them: the protocol
-here adds both (431 past ``max_header_bytes``; 408 and the connection closed when a request's
-headers have not arrived within ``idle_timeout``, from the connection's start or the request's
-first byte). Idle keep-alive connections close after ``idle_timeout`` too (uvicorn's own
-setting), and past ``max_connections`` uvicorn answers 503. SIGHUP stops the receiver as SIGTERM
-and SIGINT do: it stops accepting, stores everything acknowledged, then returns.
+here adds both (431 past ``max_header_bytes`` received before the headers end, an unterminated
+line included; 408 and the connection closed when a request's headers have not arrived within
+``idle_timeout`` of the connection's start, or of the request's first byte on a kept-alive
+connection). Idle keep-alive connections close after ``idle_timeout`` too (uvicorn's own setting),
+and past ``max_connections`` a new connection closes the oldest one that holds no request (uvicorn
+answers 503 only when all of them hold one). SIGHUP stops the receiver as SIGTERM and SIGINT do: it
+stops accepting, stores everything acknowledged, then returns. A receiver that cannot listen is an
+error (exit 2), not uvicorn's exit 3, which is the auditor's code for incomplete.
 """
 
 from __future__ import annotations
