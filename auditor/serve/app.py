@@ -80,7 +80,7 @@ class Door:
         tokens = self.config.tokens
         if tokens is None:
             return ANY
-        roles = tokens.roles(request.headers.get("authorization"))
+        roles = tokens.grants(request.headers.get("authorization"))  # roles, and the token's name and scope
         if roles is None:
             self.unauthorized += 1
             return PlainTextResponse("a valid bearer token is needed (Authorization: Bearer TOKEN)",

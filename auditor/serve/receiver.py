@@ -35,6 +35,7 @@ from ..normalize.vocabulary import vocabulary_of
 from .audit import RecordAudit
 from .auth import ANY
 from .config import ServeConfig
+from .evidence import OUT_OF_SCOPE
 from .decode import content_type_of, decode_request, error, success
 from .durable import Item, Keeper
 from .pool import decoder_pool, warm_up
@@ -60,7 +61,7 @@ class Receiver:
         self.spool_dir = Path(config.spool) if config.spool else self.db.with_name(self.db.name + ".spool")
         self._vocab_path = None if config.vocabulary is None else str(config.vocabulary)
         self._vocabulary = vocabulary_of(config.vocabulary)
-        self.records = self.refused = self.bad_items = self.refused_requests = 0
+        self.records = self.refused = self.bad_items = self.refused_requests = self.out_of_scope = 0
         self._lock = threading.Lock()
         self._closed = False
         self._inflight = 0
@@ -203,6 +204,7 @@ class Receiver:
                 with self._lock:
                     self.records += len(records)
                     self.bad_items += len(reasons)
+                    self.out_of_scope += sum(1 for r in reasons if OUT_OF_SCOPE in r)
                     self.refused_requests += bool(not records and reasons and "refused whole" in reasons[0])
                 self._next += 1
 
@@ -230,7 +232,7 @@ class Receiver:
         a, k = self.audit, self.keeper
         return {"status": "shutting_down" if self._closed else "ok", "records": self.records,
                 "refused_requests": self.refused, "unreadable_items": self.bad_items,
-                "requests_refused_whole": self.refused_requests, "queue": len(a._queue),  # noqa: SLF001
+                "requests_refused_whole": self.refused_requests, "out_of_scope": self.out_of_scope, "queue": len(a._queue),  # noqa: SLF001
                 "findings_live": len(a.findings), "unmapped": a.unmapped, "ignored": a.ignored,
                 "persisted": k.persisted, "quarantined": k.quarantined, "unwritten": k.unwritten,
                 "spooled": self.spool.written, "spool_syncs": self.spool.syncs, "store_retries": k.retries,
