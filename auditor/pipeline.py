@@ -22,6 +22,7 @@ from .explain.result import AuditResult, AuditSession, WorkflowTable, narrow
 from .explain.scope import Scope
 from .explain.stream import Explained
 from .store import Store
+from .store.attribution import attribution
 from .normalize.vocabulary import Vocabulary
 
 
@@ -74,15 +75,18 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     # passes walk every finding, incident and summary just built (0.4 s at two million events).
     with no_gc():
         found = detect_and_explain(store)
+        attributed = attribution(store.con, found.findings)  # ({}, ()) unless auditor serve stored it
         result = result_of(found, summary, conflicts, health, unplaced, fail_on=fail_on,
-                           allow_quarantined=allow_quarantined, scope=scope, session=AuditSession(store))
+                           allow_quarantined=allow_quarantined, scope=scope, session=AuditSession(store),
+                           attributed=attributed)
         result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
 
 
 def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagnostic], health: LeaseHealth,
               unplaced: dict[str, int], *, fail_on: Grade | str, allow_quarantined: int, scope: Scope | None,
-              session: AuditSession, engine: str = "duckdb") -> AuditResult:
+              session: AuditSession, engine: str = "duckdb",
+              attributed: tuple[dict, tuple[str, ...]] = ({}, ())) -> AuditResult:
     """The ``AuditResult`` of what detection and explanation found, with the input's accounting,
     the diagnostics about the input (``event_id_conflict``, ``malformed_field``), lease health and
     the unplaced events by kind, narrowed to ``scope``: one assembly for every engine."""
@@ -90,7 +94,8 @@ def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagn
                          findings=found.findings, incidents=found.incidents,
                          diagnostics=with_conflicts(found.diagnostics, about_input + list(health.diagnostics)),
                          fail_on=Grade(fail_on), session=session, allow_quarantined=allow_quarantined,
-                         lease_health=health, unplaced=unplaced, engine=engine)
+                         lease_health=health, unplaced=unplaced, engine=engine,
+                         attribution=attributed[0], token_names=attributed[1])
     return narrow(result, scope)
 
 

@@ -94,6 +94,10 @@ class AuditResult:
     #: what ``auditor serve``'s spool beside the store holds that the store lacks (acknowledged
     #: requests not yet appended, frames that cannot be read: ``store.spooled.backlog``); None: nothing
     spool: dict[str, Any] | None = None
+    #: ``auditor serve``'s attribution: {finding id: {role: token name}} of the events each finding
+    #: rests on (``store.attribution``), and every token name the store holds; empty for any other input
+    attribution: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    token_names: tuple[str, ...] = ()
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -217,10 +221,19 @@ class AuditResult:
             "summary": self.summary(),
             "lease_health": self.lease_health.to_dict(),
             "incidents": (i.to_dict() for i in self.incidents),
-            "findings": (f.to_dict() for f in self.findings),
+            "findings": (self.finding_item(f) for f in self.findings),
             "diagnostics": (d.to_dict() for d in self.diagnostics),
             "workflows": ({name: getattr(w, name) for name in w.__slots__} for w in self.workflows),
         }
+
+    def finding_item(self, f: Finding) -> dict[str, Any]:
+        """A finding's item: ``tokens`` (role -> token name) only when ``auditor serve`` stored its
+        evidence under a named token, so documents of every other input stay as they were."""
+        d = f.to_dict()
+        tokens = self.attribution.get(f.id) if self.attribution else None
+        if tokens:
+            d["tokens"] = tokens
+        return d
 
     def expected_triples(self) -> set[tuple[str, str, int]]:
         """``(grade, workflow_key, seq)`` of every finding: the shape ``--expect`` compares."""
@@ -265,6 +278,8 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
         raise ScopeError(f"no workflow key matches {', '.join(scope.keys)}; the input has "
                          f"{len(result.workflows):,} workflow keys (e.g. {sample})")
     findings = [f for f in result.findings if scope.finding_matches(f)]
+    if scope.tokens:
+        findings = _delivered_by(result, findings, scope.tokens)
     kept = {f.incident_id for f in findings}
     health = result.lease_health
     keys = tuple(k for k in health.keys if scope.key_matches(k.workflow_key))
@@ -277,6 +292,18 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
         incidents=[i for i in result.incidents if i.id in kept],
         diagnostics=[d for d in result.diagnostics if _keeps(scope, d, groups)],
         workflows=workflows, scope=scope, lease_health=health)
+
+
+def _delivered_by(result: AuditResult, findings: list[Finding], tokens: tuple[str, ...]) -> list[Finding]:
+    """The findings with evidence one of ``tokens`` delivered; naming a token the store never
+    recorded is an error (a typo must not pass over an empty selection)."""
+    unknown = [t for t in tokens if t not in result.token_names]
+    if unknown:
+        held = ", ".join(result.token_names) or "none: no record came through auditor serve with a named token"
+        raise ScopeError(f"--token {', '.join(unknown)}: no stored record was delivered by that token "
+                         f"(the store's token names: {held})")
+    wanted = set(tokens)
+    return [f for f in findings if wanted.intersection(result.attribution.get(f.id, {}).values())]
 
 
 #: Lease-health diagnostics about a whole group (one per group): they stay with their group.

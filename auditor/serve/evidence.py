@@ -14,6 +14,7 @@ from typing import Any
 
 from ..normalize.reference import Rejected, normalize
 from ..normalize.vocabulary import DEFAULT, Vocabulary
+from ..store.attribution import TOKEN_ATTR
 from fnmatch import fnmatchcase
 
 from .auth import ANY, scope_of
@@ -99,8 +100,11 @@ def screen(records: list[dict[str, Any]], roles: frozenset[str], max_key_bytes: 
         if reason is None and (keys or sinks):
             reason = _out_of_scope(rec, name, keys, sinks, evidence)
         if reason is None:
+            attrs = rec.get("attrs") if isinstance(rec.get("attrs"), dict) else {}
             if name is not None:
-                rec["attrs"] = {**(rec.get("attrs") if isinstance(rec.get("attrs"), dict) else {}), TOKEN: name}
+                rec["attrs"] = {**attrs, TOKEN: name}
+            elif TOKEN in attrs:  # a sender's own claim is no attribution
+                rec["attrs"] = {k: v for k, v in attrs.items() if k != TOKEN}
             kept.append(rec)
         else:
             refused.append(f"{what} {n} of this request: {reason}")
@@ -108,7 +112,7 @@ def screen(records: list[dict[str, Any]], roles: frozenset[str], max_key_bytes: 
 
 
 #: The attribute every record a named token delivers carries: the token's name.
-TOKEN = "auditor.token"
+TOKEN = TOKEN_ATTR
 OUT_OF_SCOPE = "out of scope"
 
 

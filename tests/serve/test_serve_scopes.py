@@ -72,3 +72,63 @@ def test_scoped_tokens_refuse_out_of_scope_records_and_every_record_names_its_to
     assert names == [("agents", 6), ("payments-fence", 1)]
     everything = json.dumps(stored(db, "SELECT * FROM events") + stored(db, "SELECT * FROM quarantine"), default=str)
     assert not any(t in everything for t in (SINK, COORD, TOKENS["worker"]))  # names, never the tokens
+
+
+def report(db, *args: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    from .serve_kit import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "auditor", "report", "--db", str(db), "-q", "--wait", "30", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.slow
+def test_each_finding_names_the_tokens_that_delivered_its_evidence_and_a_token_is_a_scope(tmp_path):
+    db = tmp_path / "attributed.duckdb"
+    with Served(tmp_path, db, "--decoders", "0", "--tokens", str(tokens(tmp_path))) as server:
+        # The takeover on KEY comes from the lease service, the displaced owner's commit from the agents;
+        # on OTHER the agents deliver all of it; the fence's rejection on KEY resolves the attempt.
+        acquire, takeover, attempt = TAKEOVER
+        assert post(server, [acquire, attempt], 1, TOKENS["worker"]) == (200, {"rejected": 0, "message": ""})
+        assert post(server, [takeover], 2, COORD)[0] == 200
+        assert post(server, ON_OTHER, 3, TOKENS["worker"])[0] == 200
+        assert post(server, [dict(REJECT, workflow_key=KEY, sink="payments")], 4, SINK)[0] == 200
+        live = {f["workflow_key"]: f.get("tokens") for f in server.json("/findings")}
+    assert live == {KEY: {"event": "agents", "transition": "lease-service", "receipt": "payments-fence"},
+                    OTHER: {"event": "agents", "transition": "agents"}}
+    code, out, err = report(db, "--json", "-")
+    doc = json.loads(out)
+    assert code == 1 and {f["workflow_key"]: f["tokens"] for f in doc["findings"]} == live, err
+    html = tmp_path / "r.html"
+    assert report(db, "--html", str(html))[0] == 1
+    page = html.read_text()
+    assert "delivered by token agents (event), lease-service (transition), payments-fence (receipt)" in page
+    assert not any(t in page for t in (SINK, COORD, TOKENS["worker"]))
+    # A token as a scope: only the findings whose evidence it delivered.
+    code, out, _ = report(db, "--json", "-", "--token", "lease-service")
+    doc = json.loads(out)
+    assert [(f["workflow_key"], f["grade"]) for f in doc["findings"]] == [(KEY, "rejected_attempt")]
+    assert doc["scope"]["tokens"] == ["lease-service"] and code == 0  # a rejected attempt alone passes
+    code, out, err = report(db, "--json", "-", "--token", "payments")  # a sink's name, not a token's
+    assert code == 2 and "--token payments: no stored record was delivered by that token" in err
+    assert "agents, lease-service, payments-fence" in err and not out
+
+
+def test_an_auditor_token_attribute_in_a_file_is_no_attribution(tmp_path):
+    """Only the receiver attributes: a log line claiming a token changes nothing in the document."""
+    from auditor import audit
+
+    log = tmp_path / "claims.jsonl"
+    log.write_text("".join(json.dumps(dict(e, attrs={"auditor.token": "lease-service"})) + "\n" for e in TAKEOVER))
+    with audit([log]) as result:
+        doc = result.to_dict()
+        assert [f["grade"] for f in doc["findings"]] == ["stale_attempt"] and "tokens" not in doc["findings"][0]
+        assert result.token_names == ()
+    from auditor import Scope
+    from auditor.explain.scope import ScopeError
+
+    with pytest.raises(ScopeError, match="no record came through auditor serve"):
+        audit([log], scope=Scope(tokens=("lease-service",)))
