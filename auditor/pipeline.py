@@ -22,6 +22,7 @@ from .explain.result import AuditResult, AuditSession, WorkflowTable, narrow
 from .explain.scope import Scope
 from .explain.stream import Explained
 from .store import Store
+from .store.attribution import attribution
 from .normalize.vocabulary import Vocabulary
 
 
@@ -76,16 +77,18 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     # passes walk every finding, incident and summary just built (0.4 s at two million events).
     with no_gc():
         found = detect_and_explain(store)
+        attributed = attribution(store.con, found.findings)  # ({}, ()) unless auditor serve stored it
         result = result_of(found, summary, conflicts, health, unplaced, fail_on=fail_on,
                            allow_quarantined=allow_quarantined, allow_unplaced=allow_unplaced, scope=scope,
-                           session=AuditSession(store))
+                           session=AuditSession(store), attributed=attributed)
         result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
 
 
 def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagnostic], health: LeaseHealth,
               unplaced: dict[str, int], *, fail_on: Grade | str, allow_quarantined: int, scope: Scope | None,
-              session: AuditSession, engine: str = "duckdb", allow_unplaced: int = 0) -> AuditResult:
+              session: AuditSession, engine: str = "duckdb", allow_unplaced: int = 0,
+              attributed: tuple[dict, tuple[str, ...]] = ({}, ())) -> AuditResult:
     """The ``AuditResult`` of what detection and explanation found, with the input's accounting,
     the diagnostics about the input (``event_id_conflict``, ``malformed_field``), lease health and
     the unplaced events by kind, narrowed to ``scope``: one assembly for every engine."""
@@ -94,7 +97,8 @@ def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagn
                          diagnostics=with_conflicts(found.diagnostics, about_input + list(health.diagnostics)),
                          fail_on=Grade(fail_on), session=session, allow_quarantined=allow_quarantined,
                          allow_unplaced=allow_unplaced,
-                         lease_health=health, unplaced=unplaced, engine=engine)
+                         lease_health=health, unplaced=unplaced, engine=engine,
+                         attribution=attributed[0], token_names=attributed[1])
     return narrow(result, scope)
 
 
@@ -188,12 +192,18 @@ def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
     The store is opened read-only: another user's store, or a CI artifact, can be reported on.
     ``vocabulary`` is checked (``VocabularyError``) but changes nothing: it applies when lines are
     ingested, and the store holds them normalized. ``by`` and ``heartbeat_misses``: see ``analyze``."""
+    from .store.spooled import backlog, store_mark
+
     check_store(db)
     store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary, read_only=True)
     try:
-        return analyze(store, fail_on, allow_quarantined=allow_quarantined, allow_unplaced=allow_unplaced,
-                       scope=scope, by=by,
-                       heartbeat_misses=heartbeat_misses)
+        # What auditor serve acknowledged and the store lacks (read while the store is held: its
+        # mark cannot move meanwhile) keeps the verdict from a pass.
+        spool = backlog(db, store_mark(store.con))
+        result = analyze(store, fail_on, allow_quarantined=allow_quarantined, allow_unplaced=allow_unplaced,
+                         scope=scope, by=by, heartbeat_misses=heartbeat_misses)
+        result.spool = spool
+        return result
     except BaseException:
         store.close()
         raise

@@ -214,7 +214,7 @@ def measure_serve(requests: int, decoders: int | None = None, auth: bool = False
             with urllib.request.urlopen(req, timeout=30) as r:
                 return json.loads(r.read())
 
-        for _ in range(100):
+        for _ in range(1200):  # up to 120 s: a loaded machine starts the receiver in 10-20 s
             try:
                 health()
                 break

@@ -68,6 +68,7 @@ def audit(
     """Ingest PATH..., detect, and report findings (exit 1 at or above --fail-on, 3 incomplete)."""
     from .. import analyze, ingest_paths
     from ..store import Store
+    from ..store.spooled import held_while
 
     fmt = input_format(format)
     spark = choice("--engine", engine, ENGINES, "an engine") == "spark"
@@ -85,9 +86,10 @@ def audit(
                                  vocabulary=vocabulary, master=spark_master,
                                  scope=rep.scope, **rep.allowances, **rep.lease)
         else:
-            store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
-            with progress_bar(paths, rep.quiet) as progress:
-                ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
+            with held_while(db, "auditor audit --db"):
+                store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
+                with progress_bar(paths, rep.quiet) as progress:
+                    ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
             with step(paths, "detecting", rep.quiet):
                 result = analyze(store, rep.fail_on, scope=rep.scope, **rep.allowances, **rep.lease)
     raise rep.finish(result, paths)
@@ -107,10 +109,11 @@ def ingest_cmd(
     from .. import ingest_paths
     from ..render.terminal import print_ingested
     from ..store import Store
+    from ..store.spooled import held_while
 
     fmt = input_format(format)
     check_outputs([("--db", db)], paths)
-    with errors():
+    with errors(), held_while(db, "auditor ingest"):
         with Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary) as store:
             with progress_bar(paths, quiet) as progress:
                 counts = ingest_paths(paths, store, fmt, progress, idempotent=True)
@@ -246,6 +249,10 @@ def serve(
                                    help="Largest request line and headers (431 past it)."),
     max_key: int = typer.Option(1024, "--max-key-bytes", metavar="N", min=16,
                                 help="Longest workflow_key or effect_key; a longer one is quarantined."),
+    max_members: int = typer.Option(1024, "--max-gzip-members", metavar="N", min=1,
+                                    help="Most gzip members in one body (413 past it)."),
+    decode_seconds: float = typer.Option(10.0, "--decode-seconds", metavar="SECONDS", min=0.1,
+                                         help="A body must be decompressed within this (413 past it)."),
     idle_timeout: float = typer.Option(15.0, "--idle-timeout", metavar="SECONDS", min=0.1,
                                        help="Close a connection idle, or sending its headers, this long."),
     body_timeout: float = typer.Option(60.0, "--body-timeout", metavar="SECONDS", min=0.1,
@@ -270,7 +277,8 @@ def serve(
         config = ServeConfig(
             db=db, vocabulary=vocabulary, max_queue=max_queue, max_body_bytes=max_body << 20, decoders=decoders,
             lease_by=tuple(by) if by else None, tokens=load_tokens(tokens) if tokens is not None else None,
-            max_key_bytes=max_key, max_header_bytes=max_header << 10, idle_timeout=idle_timeout,
+            max_key_bytes=max_key, max_gzip_members=max_members, decode_seconds=decode_seconds,
+            max_header_bytes=max_header << 10, idle_timeout=idle_timeout,
             body_timeout=body_timeout, max_inflight_bytes=max_inflight << 20, max_connections=max_connections,
             store_wait=store_wait,
             allow_hosts=tuple(allow_host or ()), tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)

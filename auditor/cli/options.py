@@ -54,6 +54,9 @@ KEYS_FROM = typer.Option(None, "--keys-from", metavar="FILE",
 SINCE = typer.Option(None, "--since", metavar="SEQ|TIME",
                      help="Report findings from this seq (an integer) or RFC 3339 ts on, inclusive; "
                           "detection still runs over everything, so earlier takeovers count.")
+TOKEN = typer.Option(None, "--token", metavar="NAME",
+                     help="Report only findings whose evidence auditor serve's token NAME delivered "
+                          "(the name= of its --tokens line); repeatable.")
 UNTIL = typer.Option(None, "--until", metavar="SEQ|TIME", help="Report findings up to this seq or ts, inclusive.")
 QUIET = typer.Option(False, "--quiet", "-q", help="Print nothing but errors; the exit code says the verdict.")
 KEEP = typer.Option(False, "--keep-payloads",
@@ -171,9 +174,9 @@ def _same(path: str | Path) -> Path:
 
 
 def scope_of(keys: Optional[list[str]], keys_from: Optional[Path], since: Optional[str],
-             until: Optional[str]) -> Scope:
+             until: Optional[str], tokens: Optional[list[str]] = None) -> Scope:
     with errors():
-        return Scope.parse(keys or (), keys_from, since, until)
+        return Scope.parse(keys or (), keys_from, since, until, tokens or ())
 
 
 def expected_of(path: Optional[Path]):
@@ -294,13 +297,13 @@ class Reporting:
 
     @classmethod
     def parse(cls, json_out, html, junit, markdown, fail_on, expect, allow_quarantined, allow_unplaced, key,
-              keys_from, since, until, quiet, by, heartbeat_misses) -> "Reporting":
+              keys_from, since, until, token, quiet, by, heartbeat_misses) -> "Reporting":
         from ..detect.lease.batch import check_options
 
         with errors():
             by = check_options(by or None, heartbeat_misses)
         return cls(Outputs(json_out, html, junit, markdown), grade(fail_on), expect, expected_of(expect),
-                   allow_quarantined, scope_of(key, keys_from, since, until), quiet, by, heartbeat_misses,
+                   allow_quarantined, scope_of(key, keys_from, since, until, token), quiet, by, heartbeat_misses,
                    allow_unplaced)
 
     @property
@@ -335,7 +338,8 @@ REPORTING = [
     ("fail_on", str, FAIL_ON), ("expect", Optional[Path], EXPECT), ("allow_quarantined", int, ALLOW),
     ("allow_unplaced", int, ALLOW_UNPLACED),
     ("key", Optional[list[str]], KEYS), ("keys_from", Optional[Path], KEYS_FROM),
-    ("since", Optional[str], SINCE), ("until", Optional[str], UNTIL), ("quiet", bool, QUIET),
+    ("since", Optional[str], SINCE), ("until", Optional[str], UNTIL), ("token", Optional[list[str]], TOKEN),
+    ("quiet", bool, QUIET),
     ("by", Optional[list[str]], BY), ("heartbeat_misses", int, HEARTBEAT_MISSES),
 ]
 

@@ -92,6 +92,13 @@ class AuditResult:
     timelines: "dict[str, KeyTimeline]" = field(default_factory=dict, repr=False)
     #: SPEC rev 3: unplaced events by kind (no seq in a key ordered by seq)
     unplaced: dict[str, int] = field(default_factory=dict)
+    #: what ``auditor serve``'s spool beside the store holds that the store lacks (acknowledged
+    #: requests not yet appended, frames that cannot be read: ``store.spooled.backlog``); None: nothing
+    spool: dict[str, Any] | None = None
+    #: ``auditor serve``'s attribution: {finding id: {role: token name}} of the events each finding
+    #: rests on (``store.attribution``), and every token name the store holds; empty for any other input
+    attribution: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
+    token_names: tuple[str, ...] = ()
     session: AuditSession = field(default_factory=lambda: AuditSession(None), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -172,7 +179,14 @@ class AuditResult:
         allowance (``lost_blocks``: a pass cannot be claimed); else ``pass``."""
         if self.failing_count:
             return Verdict.FAIL
+        if self.spool_lost:
+            return Verdict.INCOMPLETE  # acknowledged evidence not in the store: never a pass, whatever the allowance
         return Verdict.INCOMPLETE if self.lost_blocks else Verdict.PASS
+
+    @property
+    def spool_lost(self) -> int:
+        """Acknowledged requests of ``auditor serve`` that the store lacks (pending or unreadable)."""
+        return 0 if not self.spool else self.spool["pending_requests"] + self.spool["lost_requests"]
 
     @property
     def exit_code(self) -> int:
@@ -215,16 +229,26 @@ class AuditResult:
             "verdict": self.verdict.value,
             "fail_on": self.fail_on.value,
             "evidence_lost": self.evidence_lost(),
+            **({"spool": self.spool} if self.spool else {}),  # only a receiver's store with a backlog
             "scope": None if self.scope is None else self.scope.to_dict(),
             "ordering": self.ordering,
             "input": asdict(self.input),
             "summary": self.summary(),
             "lease_health": self.lease_health.to_dict(),
             "incidents": (i.to_dict() for i in self.incidents),
-            "findings": (f.to_dict() for f in self.findings),
+            "findings": (self.finding_item(f) for f in self.findings),
             "diagnostics": (d.to_dict() for d in self.diagnostics),
             "workflows": ({name: getattr(w, name) for name in w.__slots__} for w in self.workflows),
         }
+
+    def finding_item(self, f: Finding) -> dict[str, Any]:
+        """A finding's item: ``tokens`` (role -> token name) only when ``auditor serve`` stored its
+        evidence under a named token, so documents of every other input stay as they were."""
+        d = f.to_dict()
+        tokens = self.attribution.get(f.id) if self.attribution else None
+        if tokens:
+            d["tokens"] = tokens
+        return d
 
     def expected_triples(self) -> set[tuple[str, str, int]]:
         """``(grade, workflow_key, seq)`` of every finding: the shape ``--expect`` compares."""
@@ -275,6 +299,8 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
         raise ScopeError(f"no workflow key matches {', '.join(scope.keys)}; the input has "
                          f"{len(result.workflows):,} workflow keys (e.g. {sample})")
     findings = [f for f in result.findings if scope.finding_matches(f)]
+    if scope.tokens:
+        findings = _delivered_by(result, findings, scope.tokens)
     kept = {f.incident_id for f in findings}
     health = result.lease_health
     keys = tuple(k for k in health.keys if scope.key_matches(k.workflow_key))
@@ -287,6 +313,18 @@ def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:
         incidents=[i for i in result.incidents if i.id in kept],
         diagnostics=[d for d in result.diagnostics if _keeps(scope, d, groups)],
         workflows=workflows, scope=scope, lease_health=health)
+
+
+def _delivered_by(result: AuditResult, findings: list[Finding], tokens: tuple[str, ...]) -> list[Finding]:
+    """The findings with evidence one of ``tokens`` delivered; naming a token the store never
+    recorded is an error (a typo must not pass over an empty selection)."""
+    unknown = [t for t in tokens if t not in result.token_names]
+    if unknown:
+        held = ", ".join(result.token_names) or "none: no record came through auditor serve with a named token"
+        raise ScopeError(f"--token {', '.join(unknown)}: no stored record was delivered by that token "
+                         f"(the store's token names: {held})")
+    wanted = set(tokens)
+    return [f for f in findings if wanted.intersection(result.attribution.get(f.id, {}).values())]
 
 
 #: Lease-health diagnostics about a whole group (one per group): they stay with their group.

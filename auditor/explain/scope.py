@@ -9,7 +9,10 @@ cannot be placed in or out of a scope, so it keeps counting against the verdict.
 report never turns an incomplete verdict into a pass.
 
 Window bounds are inclusive. An integer bound is a ``seq``; anything else must be an RFC 3339
-time and compares with ``ts``. A key scope that matches no workflow key at all is an error, not an empty pass. A finding the
+time and compares with ``ts``. A key scope that matches no workflow key at all is an error, not an empty pass.
+A token scope (``--token NAME``, the name of an ``auditor serve`` token) keeps the findings whose
+evidence (the event, its transition, its receipt) that token delivered; naming a token no stored
+record carries is an error too. A finding the
 window cannot place (no ``seq`` under a seq window,
 no parsable ``ts`` under a time window) is kept: a filter never hides evidence it cannot judge.
 """
@@ -73,23 +76,26 @@ class Scope:
     keys: tuple[str, ...] = ()
     since: Bound | None = None
     until: Bound | None = None
+    #: names of ``auditor serve`` tokens: only findings whose evidence one of them delivered
+    tokens: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, keys: list[str] | tuple[str, ...] = (), keys_from: str | Path | None = None,
-              since: str | None = None, until: str | None = None) -> "Scope":
+              since: str | None = None, until: str | None = None,
+              tokens: list[str] | tuple[str, ...] = ()) -> "Scope":
         """Build a scope from command-line text; raises ``ScopeError`` naming the option."""
         patterns = [k for k in keys if k.strip()]
         if keys_from is not None:
             patterns += read_keys(keys_from)
         scope = cls(tuple(patterns), since and Bound.parse(since, "--since"),
-                    until and Bound.parse(until, "--until"))
+                    until and Bound.parse(until, "--until"), tuple(t.strip() for t in tokens if t.strip()))
         if scope.since and scope.until and _after(scope.since, scope.until):
             raise ScopeError(f"--since {scope.since.text} is after --until {scope.until.text}")
         return scope
 
     @property
     def narrows(self) -> bool:
-        return bool(self.keys or self.since or self.until)
+        return bool(self.keys or self.since or self.until or self.tokens)
 
     def key_matches(self, key: str) -> bool:
         return not self.keys or any(fnmatchcase(key, p) for p in self.keys)
@@ -114,7 +120,7 @@ class Scope:
 
     def to_dict(self) -> dict[str, Any]:
         return {"keys": list(self.keys), "since": self.since and self.since.text,
-                "until": self.until and self.until.text}
+                "until": self.until and self.until.text, **({"tokens": list(self.tokens)} if self.tokens else {})}
 
     def describe(self) -> str:
         """One line for people: ``keys ledger/*; seq 5 to 9``."""
@@ -125,6 +131,8 @@ class Scope:
             lo = self.since.text if self.since else "the start"
             hi = self.until.text if self.until else "the end"
             parts.append(f"from {lo} to {hi}")
+        if self.tokens:
+            parts.append("delivered by token " + ", ".join(self.tokens))
         return "; ".join(parts)
 
 

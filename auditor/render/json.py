@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from typing import IO, Any
 
 from ..explain.result import LISTS, AuditResult
@@ -51,11 +52,28 @@ def _write(result: AuditResult, out: IO[str]) -> None:
         first = True
         # A spooled list's lines as they were encoded; a plain list's items (the dataclasses, not
         # document()'s dicts) encoded by orjson. Lines hold no raw newline: JSON escapes it.
-        for block in json_blocks(getattr(result, key)):
+        blocks = (_attributed(result) if key == "findings" and result.attribution
+                  else json_blocks(getattr(result, key)))
+        for block in blocks:
             out.write(("[\n    " if first else ",\n    ") + block.decode().replace("\n", ",\n    "))
             first = False
         out.write("[]" if first else "\n  ]")
     out.write("\n}\n")
+
+
+def _attributed(result: AuditResult, size: int = 4096) -> Iterator[bytes]:
+    """The findings of a store ``auditor serve`` attributed, each with its ``tokens`` (a spooled
+    list's lines are encoded without them), in blocks of ``size`` lines."""
+    import orjson
+
+    block: list[bytes] = []
+    for f in result.findings:
+        block.append(orjson.dumps(result.finding_item(f)))
+        if len(block) == size:
+            yield b"\n".join(block)
+            block = []
+    if block:
+        yield b"\n".join(block)
 
 
 def _write_section(section: dict[str, Any], out: IO[str]) -> None:

@@ -4,8 +4,8 @@ Every request first has its ``Host`` checked (421 Misdirected Request for a name
 DNS-rebinding page cannot read findings through a browser), then, with ``--tokens``, its bearer
 token (401 without a valid one; 403 when the token's roles do not cover the method: POST needs a
 sender's role, GET ``reader`` or ``any``). A body is read within ``body_timeout`` (408), at most
-``max_body_bytes`` (413) and within the global budget of bytes held by all requests at once
-(429 with ``Retry-After``). A request of ours refused before it was read whole is counted in
+``max_body_bytes`` (413) and within the global budget of bytes held by all requests at once,
+counted as they arrive (429 with ``Retry-After``). A request of ours refused before it was read whole is counted in
 the store's quarantine (``Receiver.refuse_request``); one that was never ours (401, 403, 421)
 is not evidence and is only counted in ``/healthz``.
 """
@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .auth import ANY, READERS, WRITERS
+from .config import host_name
 from .decode import JSON, content_type_of, error
 from .receiver import Receiver
 
@@ -49,8 +50,8 @@ class Budget:
 class HostCheck:
     """ASGI middleware: 421 for a ``Host`` header not in ``allowed`` (compared without its port)."""
 
-    def __init__(self, app, allowed: frozenset[str]) -> None:
-        self.app, self.allowed = app, allowed
+    def __init__(self, app, allowed: frozenset[str], door: "Door | None" = None) -> None:
+        self.app, self.allowed, self.door = app, allowed, door
         self.refused = 0
 
     async def __call__(self, scope, receive, send) -> None:
@@ -58,18 +59,12 @@ class HostCheck:
             host = next((v for k, v in scope["headers"] if k == b"host"), b"").decode("latin-1")
             if host_name(host) not in self.allowed:
                 self.refused += 1
+                if self.door is not None:  # counted in /healthz with the other requests not of ours
+                    self.door.unauthorized += 1
                 await PlainTextResponse("misdirected request: this receiver does not answer for that Host "
                                         "(--allow-host)", status_code=421)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def host_name(host: str) -> str:
-    """A Host header's name, lowercase, without its port or an IPv6 address's brackets."""
-    v = host.strip().lower()
-    if v.startswith("["):
-        return v[1:].split("]", 1)[0]
-    return v.split(":", 1)[0] if v.count(":") == 1 else v
 
 
 class Door:
@@ -85,7 +80,7 @@ class Door:
         tokens = self.config.tokens
         if tokens is None:
             return ANY
-        roles = tokens.roles(request.headers.get("authorization"))
+        roles = tokens.grants(request.headers.get("authorization"))  # roles, and the token's name and scope
         if roles is None:
             self.unauthorized += 1
             return PlainTextResponse("a valid bearer token is needed (Authorization: Bearer TOKEN)",
@@ -107,7 +102,9 @@ class Door:
         if declared is not None and declared > limit:
             return await self._refused(signal, ctype, 413, f"request body of {declared} bytes is over "
                                        f"{limit} (--max-body-mb)", roles)
-        body = await self._body(request, declared or 0, limit)
+        # Bytes count against --max-inflight-mb as they arrive, not as declared: senders trickling
+        # large bodies hold only what they sent, and cannot keep the others out (issue 44).
+        body = await self._body(request, 0, limit)
         if isinstance(body, Response):
             if body.status_code in (408, 413):
                 return await self._refused(signal, ctype, body.status_code, body.body.decode(), roles)
@@ -162,7 +159,8 @@ class Door:
         if isinstance(roles, Response):
             return roles
         key = request.url.path.strip("/")
-        return Response(await run_in_threadpool(self.receiver.document_list, key), media_type=JSON)
+        body, headers = await run_in_threadpool(self.receiver.document_list, key)
+        return Response(body, media_type=JSON, headers=headers)
 
     async def health(self, request: Request) -> Response:
         roles = self.roles(request, write=False)
@@ -192,4 +190,4 @@ def app(receiver: Receiver, allowed_hosts: frozenset[str] | None = None):
     inner = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"]), Route("/v1/logs", logs, methods=["POST"]),
                               Route("/findings", door.listing), Route("/incidents", door.listing),
                               Route("/healthz", door.health)], lifespan=lifespan)
-    return inner if allowed_hosts is None else HostCheck(inner, allowed_hosts)
+    return inner if allowed_hosts is None else HostCheck(inner, allowed_hosts, door)

@@ -36,6 +36,8 @@ class ServeConfig:
     spool: Path | None = None
     # Bounds (issue 36): per connection and in total.
     max_key_bytes: int = 1024             # a longer workflow_key or effect_key is quarantined
+    max_gzip_members: int = 1024          # gzip members in one body: 413 past it (issue 44)
+    decode_seconds: float = 10.0          # a body's decompression within this, or 413 (issue 44)
     max_header_bytes: int = 64 << 10      # request line and headers: 431 past it
     idle_timeout: float = 15.0            # a connection sends a request's headers within this, or is closed (408)
     body_timeout: float = 60.0            # a request body arrives whole within this, or 408
@@ -83,9 +85,18 @@ def check_exposure(host: str, config: ServeConfig, insecure: bool) -> None:
 def allowed_hosts(host: str, config: ServeConfig) -> frozenset[str]:
     """The Host header names answered (lowercase, without port): ``--allow-host`` names, else the
     bind address and localhost (both loopback spellings when bound to loopback)."""
-    if config.allow_hosts:
-        return frozenset(h.lower().strip("[]") for h in config.allow_hosts)
+    if config.allow_hosts:  # "name:port" names the host as well: a Host header is compared without its port
+        return frozenset(host_name(h) for h in config.allow_hosts)
     names = {host.lower().strip("[]"), "localhost"}
     if is_loopback(host):
         names |= {"127.0.0.1", "::1"}
     return frozenset(names)
+
+
+def host_name(host: str) -> str:
+    """A Host header's (or ``--allow-host``'s) name, lowercase, without its port or an IPv6
+    address's brackets."""
+    v = host.strip().lower()
+    if v.startswith("["):
+        return v[1:].split("]", 1)[0]
+    return v.split(":", 1)[0] if v.count(":") == 1 else v

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import time
 import zlib
 from collections.abc import Sequence
 from functools import cache
@@ -41,23 +42,43 @@ def content_type_of(content_type: str) -> str:
     return JSON if content_type.startswith(JSON) else PROTOBUF
 
 
-def gunzip(body: bytes, limit: int) -> bytes:
+#: Input fed to one gzip member's decompressor at a time: a member's end leaves at most this much
+#: unread, so many members cost time in proportion to the body, not to the members squared.
+_WINDOW = 64 << 10
+
+
+class DecodeBound(ValueError):
+    """A body past a bound of its decoding (members, time): refused whole with 413."""
+
+
+def gunzip(body: bytes, limit: int, max_members: int = 1024, deadline: float | None = None) -> bytes:
     """Every member of a gzip body (RFC 1952 allows several, one after another), at most ``limit``
-    bytes in all; ``ValueError`` past the limit, ``zlib.error`` for a body that is not gzip whole
-    (a cut member, bytes after the last that are not a member)."""
+    bytes in all, ``max_members`` members, before ``deadline`` (``time.monotonic()``);
+    ``DecodeBound`` past a bound, ``zlib.error`` for a body that is not gzip whole (a cut member,
+    bytes after the last that are not a member)."""
     out: list[bytes] = []
-    total, rest = 0, body
+    view, at, total, members = memoryview(body), 0, 0, 0
     while True:
+        members += 1
+        if members > max_members:
+            raise DecodeBound(f"the gzip body has more than {max_members:,} members (--max-gzip-members)")
         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        chunk = d.decompress(rest, limit + 1 - total)
-        total += len(chunk)
-        out.append(chunk)
-        if total > limit or d.unconsumed_tail:
-            raise ValueError(f"decompressed body is over {limit} bytes (--max-body-mb)")
-        if not d.eof:
-            raise zlib.error("truncated")
-        rest = d.unused_data
-        if not rest:
+        while not d.eof:
+            if deadline is not None and time.monotonic() > deadline:
+                raise DecodeBound("the body could not be decompressed within the decoding time bound "
+                                  "(--decode-seconds)")
+            chunk = view[at:at + _WINDOW]
+            if not chunk and not d.unconsumed_tail:
+                raise zlib.error("truncated")
+            piece = d.decompress(d.unconsumed_tail or chunk, limit + 1 - total)
+            if not d.unconsumed_tail:
+                at += len(chunk)
+            total += len(piece)
+            out.append(piece)
+            if total > limit:
+                raise DecodeBound(f"decompressed body is over {limit} bytes (--max-body-mb)")
+        at -= len(d.unused_data)
+        if at >= len(body):
             return b"".join(out)
 
 
@@ -68,16 +89,28 @@ def _vocabulary(path: str | None):
 
 def decode_request(signal: str, body: bytes, content_type: str, encoding: str, limit: int,
                    prepare: bool = False, roles: frozenset[str] = frozenset(("any",)),
-                   max_key_bytes: int = 1024, vocabulary: str | None = None) -> Decoded:
+                   max_key_bytes: int = 1024, vocabulary: str | None = None, max_members: int = 1024,
+                   time_limit: float | None = None) -> Decoded:
     """One request body -> its records (or the HTTP error). ``prepare`` (in a decoder process)
     also splits the records for the store (``store.typed.prepare``): that Python runs off the
     receiver's GIL, beside it. ``roles`` are the sender's (``auth``), ``vocabulary`` the
-    ``--map`` file's path."""
+    ``--map`` file's path; ``max_members`` and ``time_limit`` (seconds) bound the decompression.
+    Never raises: a body the decoder cannot take is refused whole (400) with the error's name."""
     ctype = content_type_of(content_type)
+    try:
+        return _decode_request(signal, body, content_type, ctype, encoding, limit, prepare, roles, max_key_bytes,
+                               vocabulary, max_members, time_limit)
+    except Exception as e:  # noqa: BLE001 - a request is refused, never the receiver stopped
+        return "error", 400, ctype, f"the body could not be decoded ({type(e).__name__})"
+
+
+def _decode_request(signal, body, content_type, ctype, encoding, limit, prepare, roles, max_key_bytes,
+                    vocabulary, max_members, time_limit) -> Decoded:
     if encoding == "gzip":
+        deadline = None if time_limit is None else time.monotonic() + time_limit
         try:
-            body = gunzip(body, limit)
-        except ValueError as e:
+            body = gunzip(body, limit, max_members, deadline)
+        except DecodeBound as e:
             return "error", 413, ctype, str(e)
         except (OSError, EOFError, zlib.error):
             return "error", 400, ctype, "body is not valid gzip (every member whole)"

@@ -14,7 +14,10 @@ from typing import Any
 
 from ..normalize.reference import Rejected, normalize
 from ..normalize.vocabulary import DEFAULT, Vocabulary
-from .auth import ANY
+from ..store.attribution import TOKEN_ATTR
+from fnmatch import fnmatchcase
+
+from .auth import ANY, scope_of
 
 #: Evidence that can turn a failing verdict into a better one, and the roles that may send it
 #: (``any`` may send all). Everything else (acquisitions, progress, attempts, commits) comes from
@@ -76,20 +79,51 @@ def _too_long(rec: dict[str, Any], max_key_bytes: int) -> str | None:
 
 def screen(records: list[dict[str, Any]], roles: frozenset[str], max_key_bytes: int,
            vocabulary: Vocabulary = DEFAULT, what: str = "record") -> tuple[list[dict[str, Any]], list[str]]:
-    """``records`` split into those kept and the reasons of those refused (one per record)."""
-    anyone = "any" in roles or roles == ANY
+    """``records`` split into those kept and the reasons of those refused (one per record).
+
+    ``roles`` are the sender's grants (``auth.scope_of``): its roles, and its token's name, key globs
+    and sink names. A record outside the token's keys or sinks is refused ("out of scope"); each
+    record kept is attributed to the token's name (``attrs["auditor.token"]``, never the token)."""
+    name, keys, sinks, plain = scope_of(roles)
+    anyone = "any" in plain or roles == ANY
     kept, refused = [], []
     for n, rec in enumerate(records, 1):
         reason = _too_long(rec, max_key_bytes)
-        if reason is None and not anyone:
+        evidence = None
+        if reason is None and (not anyone or sinks):
             evidence = restricted(rec, vocabulary)
-            if evidence is not None and not roles.intersection(RESTRICTED[evidence]):
-                allowed = " or ".join((*RESTRICTED[evidence], "any"))
-                reason = (f"{'a rejection (sink_result=rejected)' if evidence == 'rejection' else evidence} "
-                          f"from a sender whose token has the role {', '.join(sorted(roles))}; only {allowed} "
-                          "may report it (--tokens): not believed")
+        if reason is None and not anyone and evidence is not None and not plain.intersection(RESTRICTED[evidence]):
+            allowed = " or ".join((*RESTRICTED[evidence], "any"))
+            reason = (f"{'a rejection (sink_result=rejected)' if evidence == 'rejection' else evidence} "
+                      f"from a sender whose token has the role {', '.join(sorted(plain))}; only {allowed} "
+                      "may report it (--tokens): not believed")
+        if reason is None and (keys or sinks):
+            reason = _out_of_scope(rec, name, keys, sinks, evidence)
         if reason is None:
+            attrs = rec.get("attrs") if isinstance(rec.get("attrs"), dict) else {}
+            if name is not None:
+                rec["attrs"] = {**attrs, TOKEN: name}
+            elif TOKEN in attrs:  # a sender's own claim is no attribution
+                rec["attrs"] = {k: v for k, v in attrs.items() if k != TOKEN}
             kept.append(rec)
         else:
             refused.append(f"{what} {n} of this request: {reason}")
     return kept, refused
+
+
+#: The attribute every record a named token delivers carries: the token's name.
+TOKEN = TOKEN_ATTR
+OUT_OF_SCOPE = "out of scope"
+
+
+def _out_of_scope(rec: dict[str, Any], name: str | None, keys: tuple[str, ...], sinks: tuple[str, ...],
+                  evidence: str | None) -> str | None:
+    key = rec.get("workflow_key")
+    if keys and not (isinstance(key, (str, int)) and any(fnmatchcase(str(key), g) for g in keys)):
+        return (f"{OUT_OF_SCOPE}: workflow_key {str(key)[:80]!r} is not among the keys of token {name} "
+                f"(keys={','.join(keys)} in --tokens): not believed")
+    sink = rec.get("sink")
+    if sinks and (sink is not None or evidence in ("rejection", "effect_compensated")) and str(sink) not in sinks:
+        return (f"{OUT_OF_SCOPE}: sink {str(sink)[:80]!r} is not among the sinks of token {name} "
+                f"(sinks={','.join(sinks)} in --tokens): not believed")
+    return None

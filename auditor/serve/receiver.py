@@ -19,6 +19,7 @@ import asyncio
 import logging
 import tempfile
 import threading
+import time
 from concurrent.futures import BrokenExecutor
 from pathlib import Path
 from typing import Any
@@ -26,17 +27,20 @@ from typing import Any
 import orjson
 
 from .. import report
-from ..core.errors import NoEvents, StoreLocked
+from ..core.errors import NoEvents
+from ..store.spooled import Hold, backlog
 from ..otel.metrics import _version
 from ..render.json import render_json
 from ..normalize.vocabulary import vocabulary_of
 from .audit import RecordAudit
 from .auth import ANY
 from .config import ServeConfig
+from .evidence import OUT_OF_SCOPE
 from .decode import content_type_of, decode_request, error, success
-from .durable import Item, Keeper, open_store, store_position
+from .durable import Item, Keeper
 from .pool import decoder_pool, warm_up
-from .spool import Entry, Spool, read_spool, remove_segments
+from .replay import carry as _carry, replay
+from .spool import Spool
 
 _logger = logging.getLogger("auditor.serve")
 Answer = tuple[int, bytes, str, dict]
@@ -46,7 +50,7 @@ class Receiver:
     """The receiver's state: spool, store writer, live audit, decoders and counters (see the module
     docstring). Thread safe; ``close`` is idempotent and returns the records not stored."""
 
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(self, config: ServeConfig, who: str = "auditor serve") -> None:
         self.config = config
         self._tmp = None
         if config.db is None:
@@ -57,12 +61,17 @@ class Receiver:
         self.spool_dir = Path(config.spool) if config.spool else self.db.with_name(self.db.name + ".spool")
         self._vocab_path = None if config.vocabulary is None else str(config.vocabulary)
         self._vocabulary = vocabulary_of(config.vocabulary)
-        self.records = self.refused = self.bad_items = self.refused_requests = 0
+        self.records = self.refused = self.bad_items = self.refused_requests = self.out_of_scope = 0
         self._lock = threading.Lock()
         self._closed = False
         self._inflight = 0
         self.leftover = 0
-        last, line = self._replay()
+        self.hold = Hold(self.spool_dir, who)  # one receiver per store: a second one is refused here
+        try:
+            last, line = replay(self)
+        except BaseException:
+            self.hold.release()
+            raise
         self.keeper = Keeper(self.db, self._vocabulary, line, self._stored,
                              max_unwritten=2 * config.persist_batch, wait=config.store_wait, batch=config.persist_batch)
         self.keeper.stored_number = self.keeper.put_number = last
@@ -73,50 +82,13 @@ class Receiver:
         self.audit.rebuild(self.db, config.store_wait, _logger)
         self.spool = Spool(self.spool_dir, last + 1)
         self._order = threading.Lock()
+        self._reading = threading.Lock()  # one batch audit at a time (GET /findings, /incidents)
+        self._read = None                 # ((stored number, drained), its lists and headers)
         self._ready: dict[int, tuple] = {}  # entries spooled and decoded, waiting for those before them
         self._next = last + 1
         warm_up()
         self._pool = decoder_pool(config.decoders) if config.decoders > 0 else None
         self._meters()
-
-    def _replay(self) -> tuple[int, int]:
-        """Append the spool's entries the store lacks; ``(last entry number, last line)``."""
-        store = open_store(self.db, self._vocabulary, self.config.store_wait, schema=True)
-        try:
-            mark, line = store_position(store)
-            last = mark
-            todo = []
-            for entry in read_spool(self.spool_dir) if self.spool_dir.is_dir() else ():
-                last = max(last, entry.number)
-                if entry.number > mark:
-                    todo.append(self._item(entry))
-        finally:
-            store.close()
-        if todo:
-            _logger.warning("auditor serve: %d acknowledged requests were not yet in the store; appending them "
-                            "from the spool", len(todo))
-            keeper = Keeper(self.db, self._vocabulary, line, lambda n: None, 1 << 62, self.config.store_wait)
-            for item in todo:
-                keeper.put(item)
-            left = keeper.close(self.config.store_wait)
-            if left or keeper.stored_number < todo[-1].number:
-                raise StoreLocked(f"{self.db}: the store could not be written within {self.config.store_wait:g} s; "
-                                  f"the spool {self.spool_dir} keeps every acknowledged request; run again once "
-                                  "the store is free")
-            line = keeper._line  # noqa: SLF001 - the line numbering goes on
-        if self.spool_dir.is_dir():
-            remove_segments(self.spool_dir)
-        return last, line
-
-    def _item(self, entry: Entry) -> Item:
-        """A spooled entry decoded again, as when it was accepted (same roles, same bounds)."""
-        meta = entry.meta
-        if "refused" in meta:
-            return Item(entry.number, [], None, [meta["refused"]])
-        decoded = decode_request(meta["signal"], entry.body, meta["ctype"], meta["encoding"],
-                                 self.config.max_body_bytes, False, frozenset(meta["roles"]),
-                                 self.config.max_key_bytes, self._vocab_path)
-        return Item(entry.number, *_carry(meta["signal"], decoded))
 
     def _meters(self) -> None:
         from opentelemetry.metrics import get_meter_provider
@@ -189,14 +161,16 @@ class Receiver:
         try:
             return await asyncio.wrap_future(pool.submit(
                 decode_request, signal, body, content_type, encoding, self.config.max_body_bytes, True,
-                roles, self.config.max_key_bytes, self._vocab_path))
+                roles, self.config.max_key_bytes, self._vocab_path, self.config.max_gzip_members,
+                self.config.decode_seconds))
         except BrokenExecutor:  # a decoder died (killed, out of memory): decode here
             self._pool_failed()
             return self._decode_here(signal, body, content_type, encoding, roles)
 
     def _decode_here(self, signal, body, content_type, encoding, roles):
         return decode_request(signal, body, content_type, encoding, self.config.max_body_bytes, False, roles,
-                              self.config.max_key_bytes, self._vocab_path)
+                              self.config.max_key_bytes, self._vocab_path, self.config.max_gzip_members,
+                              self.config.decode_seconds)
 
     def refuse_request(self, signal: str, ctype: str, status: int, message: str, roles: frozenset[str]) -> Answer:
         """A request from a sender of ours refused before it was read whole (413, 408): counted in
@@ -230,6 +204,7 @@ class Receiver:
                 with self._lock:
                     self.records += len(records)
                     self.bad_items += len(reasons)
+                    self.out_of_scope += sum(1 for r in reasons if OUT_OF_SCOPE in r)
                     self.refused_requests += bool(not records and reasons and "refused whole" in reasons[0])
                 self._next += 1
 
@@ -257,22 +232,41 @@ class Receiver:
         a, k = self.audit, self.keeper
         return {"status": "shutting_down" if self._closed else "ok", "records": self.records,
                 "refused_requests": self.refused, "unreadable_items": self.bad_items,
-                "requests_refused_whole": self.refused_requests, "queue": len(a._queue),  # noqa: SLF001
+                "requests_refused_whole": self.refused_requests, "out_of_scope": self.out_of_scope, "queue": len(a._queue),  # noqa: SLF001
                 "findings_live": len(a.findings), "unmapped": a.unmapped, "ignored": a.ignored,
                 "persisted": k.persisted, "quarantined": k.quarantined, "unwritten": k.unwritten,
                 "spooled": self.spool.written, "spool_syncs": self.spool.syncs, "store_retries": k.retries,
                 "persist_failures": 0, "late_events": a.detector.late_events, "evicted_keys": a.detector.evicted_keys,
                 "alerts": len(a._alerted), "decoders": self.config.decoders if self._pool is not None else 0}  # noqa: SLF001
 
-    def document_list(self, key: str) -> bytes:
-        """``key`` ("findings" or "incidents") of the batch audit of everything acknowledged so far."""
-        self.keeper.drain(self.config.store_wait)
+    def document_list(self, key: str) -> tuple[bytes, dict[str, str]]:
+        """``key`` ("findings" or "incidents") of the batch audit of everything acknowledged so far,
+        and the headers that carry its verdict (``Auditor-Verdict``, ``Auditor-Spool-Pending``,
+        ``Auditor-Spool-Lost``). Readers take turns: one audit runs at a time, and readers who
+        waited for it share its answer while nothing new was stored (any number of them)."""
+        with self._reading:
+            drained = self.keeper.drain(self.config.store_wait)
+            upto = self.keeper.put_number if drained else self.keeper.stored_number
+            cached = self._read
+            if cached is None or cached[0] != (self.keeper.stored_number, drained):
+                cached = self._read = ((self.keeper.stored_number, drained), self._audit_now(upto, drained))
+        lists, headers = cached[1]
+        return lists[key], headers
+
+    def _audit_now(self, upto: int, drained: bool) -> tuple[dict[str, bytes], dict[str, str]]:
         try:
             result = report(self.db, lock_timeout=self.config.store_wait)
         except NoEvents:
-            return b"[]"
+            spool = None if drained else backlog(self.db, self.keeper.stored_number)
+            verdict = "incomplete" if spool else "pass"
+            return {"findings": b"[]", "incidents": b"[]"}, _verdict_headers(verdict, spool)
         try:
-            return orjson.dumps(orjson.loads(render_json(result))[key])
+            # The receiver's own view: what a drained writer stored is not pending, what is still
+            # in the spool past the store's mark is (a drain that timed out, a damaged frame).
+            result.spool = backlog(self.db, self.keeper.stored_number, None if not drained else upto)
+            doc = orjson.loads(render_json(result))
+            return ({k: orjson.dumps(doc[k]) for k in ("findings", "incidents")},
+                    _verdict_headers(doc["verdict"], result.spool))
         finally:
             store = getattr(result, "store", None)
             if store is not None:
@@ -294,9 +288,16 @@ class Receiver:
         self.audit.shutdown()  # the open attempts reported: their alerts go to the store below
         self.leftover = self.keeper.close(self.config.store_wait)
         self.spool.committed(self.keeper.stored_number)
+        self.hold.release()
         if self._tmp is not None:
             self._tmp.cleanup()
         return self.leftover
+
+
+def _verdict_headers(verdict: str, spool: dict | None) -> dict[str, str]:
+    spool = spool or {}
+    return {"Auditor-Verdict": verdict, "Auditor-Spool-Pending": str(spool.get("pending_requests", 0)),
+            "Auditor-Spool-Lost": str(spool.get("lost_requests", 0))}
 
 
 def _resolve(future: asyncio.Future, value) -> None:
@@ -307,15 +308,6 @@ def _resolve(future: asyncio.Future, value) -> None:
 def _meta(signal: str, decoded, body: bytes | None, content_type: str, encoding: str, roles) -> dict[str, Any]:
     """A spool entry's header: how to decode its body again, or (no body) why it was refused."""
     if body is None:
-        return {"refused": _carry(signal, decoded)[2][0]}
-    return {"signal": signal, "ctype": content_type, "encoding": encoding, "roles": sorted(roles)}
-
-
-def _carry(signal: str, decoded) -> tuple[Any, Any, list[str]]:
-    """``(records, their split or None, refusal reasons)`` of a decoded request; a request refused
-    whole is one reason (one quarantined item)."""
-    if decoded[0] == "error":
-        _, status, _ctype, message = decoded
-        return [], None, [f"{signal} request refused whole ({status}): {message}"]
-    _, records, reasons, prepared = decoded
-    return records, prepared, reasons
+        return {"refused": _carry(signal, decoded)[2][0], "at": round(time.time(), 3)}
+    return {"signal": signal, "ctype": content_type, "encoding": encoding, "roles": sorted(roles),
+            "at": round(time.time(), 3)}

@@ -2,11 +2,14 @@
 
 uvicorn parses HTTP with httptools (C) when it is installed (the ``serve`` extra brings it), and
 httptools has no bound of its own on a request's headers nor a deadline for them: the protocol
-here adds both (431 past ``max_header_bytes``; 408 and the connection closed when a request's
-headers have not arrived within ``idle_timeout``, from the connection's start or the request's
-first byte). Idle keep-alive connections close after ``idle_timeout`` too (uvicorn's own
-setting), and past ``max_connections`` uvicorn answers 503. SIGHUP stops the receiver as SIGTERM
-and SIGINT do: it stops accepting, stores everything acknowledged, then returns.
+here adds both (431 past ``max_header_bytes`` received before the headers end, an unterminated
+line included; 408 and the connection closed when a request's headers have not arrived within
+``idle_timeout`` of the connection's start, or of the request's first byte on a kept-alive
+connection). Idle keep-alive connections close after ``idle_timeout`` too (uvicorn's own setting),
+and past ``max_connections`` a new connection closes the oldest one that holds no request (uvicorn
+answers 503 only when all of them hold one). SIGHUP stops the receiver as SIGTERM and SIGINT do: it
+stops accepting, stores everything acknowledged, then returns. A receiver that cannot listen is an
+error (exit 2), not uvicorn's exit 3, which is the auditor's code for incomplete.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import threading
 
 import uvicorn
 
+from ..core.errors import AuditorError
 from .app import app
 from .config import ServeConfig, allowed_hosts
 from .pool import tune_gc, tune_switching
@@ -42,16 +46,35 @@ class _TooLarge(Exception):
 
 
 class BoundedHttpTools(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a bound on the request line and headers and a deadline
-    for them; ``max_header_bytes`` and ``idle_timeout`` are set per server (``_bounded_protocol``)."""
+    """uvicorn's httptools protocol with a bound on the request line and headers (the bytes
+    received while they are incomplete, so an unterminated line counts too) and an absolute
+    deadline for them (from the connection's start, or the request's first byte on a kept-alive
+    connection; more bytes never restart it). Past ``max_connections`` a new connection closes the
+    oldest one that has sent no request's headers, or sits idle between requests, instead of being
+    refused: idle connections cannot keep a sender out. The bounds are set per server
+    (``_bounded_protocol``)."""
 
     max_header_bytes = 64 << 10
     idle_timeout = 15.0
+    max_connections = 1024
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head, self._deadline, self._too_large = 0, None, False
+        self._waiting, self._raw, self._born = True, 0, self.loop.time()
         self._arm()
+        if len(self.connections) > self.max_connections:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Close the oldest connection that holds no request (see the class docstring)."""
+        idle = [c for c in self.connections if c is not self and not c.transport.is_closing() and (
+            (getattr(c, "_waiting", False) and c.cycle is None) or c.timeout_keep_alive_task is not None)]
+        if idle:
+            oldest = min(idle, key=lambda c: c._born)
+            oldest._refuse(408, "closed for a new connection: the receiver is at --max-connections and this one "
+                                "held no request")
+            self.connections.discard(oldest)  # now: its connection_lost comes a turn of the loop later
 
     def connection_lost(self, exc) -> None:
         self._disarm()
@@ -86,8 +109,9 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head = 0
-        self._arm()
+        self._head, self._waiting = 0, True
+        if self._deadline is None:  # a kept-alive connection's next request; else the deadline runs on
+            self._arm()
 
     def on_url(self, url: bytes) -> None:
         self._count(len(url))
@@ -99,14 +123,21 @@ class BoundedHttpTools(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._waiting, self._raw = False, 0
         super().on_headers_complete()
 
     def data_received(self, data: bytes) -> None:
         if self._too_large:
             return
         self._unset_keepalive_if_required()
+        before = self._waiting
         try:
             self.parser.feed_data(data)
+            if before and self._waiting:  # headers still incomplete: every byte of them counts
+                self._raw += len(data)
+                if self._raw > self.max_header_bytes:
+                    self._too_large = True
+                    raise httptools.HttpParserError("headers too large")
         except httptools.HttpParserUpgrade:
             self._refuse(400, "upgrades are not supported")
         except httptools.HttpParserError:
@@ -117,12 +148,13 @@ class BoundedHttpTools(HttpToolsProtocol):
                 self._refuse(400, "invalid HTTP request")
 
 
-def _bounded_protocol(max_header_bytes: int, idle_timeout: float):
+def _bounded_protocol(max_header_bytes: int, idle_timeout: float, max_connections: int):
     """``BoundedHttpTools`` with these bounds; None without httptools."""
     if httptools is None:
         return None
     return type("BoundedHttpTools", (BoundedHttpTools,), {"max_header_bytes": max_header_bytes,
-                                                          "idle_timeout": idle_timeout})
+                                                          "idle_timeout": idle_timeout,
+                                                          "max_connections": max_connections})
 
 
 class _Server(uvicorn.Server):
@@ -143,10 +175,12 @@ class _Server(uvicorn.Server):
 
 def uvicorn_config(application, config: ServeConfig, host: str, port: int) -> uvicorn.Config:
     """uvicorn's settings for ``config``: the bounds, the protocol, TLS."""
-    protocol = _bounded_protocol(config.max_header_bytes, config.idle_timeout)
+    protocol = _bounded_protocol(config.max_header_bytes, config.idle_timeout, config.max_connections)
     settings = dict(host=host, port=port, log_level=os.environ.get("AUDITOR_SERVE_LOG", "warning"),
                     timeout_graceful_shutdown=30, timeout_keep_alive=max(1, int(config.idle_timeout)),
-                    limit_concurrency=config.max_connections, server_header=False,
+                    # uvicorn answers 503 at its limit: one above ours, which closes idle connections first
+                    limit_concurrency=config.max_connections + (1 if protocol is not None else 0),
+                    server_header=False,
                     http=protocol if protocol is not None else "h11",
                     h11_max_incomplete_event_size=config.max_header_bytes, lifespan="on")
     if config.tls_cert is not None:
@@ -163,9 +197,17 @@ def serve(config: ServeConfig, host: str = "127.0.0.1", port: int = 4318) -> int
     in the spool and are appended at the next start)."""
     tune_gc()
     tune_switching()
-    receiver = Receiver(config)
+    receiver = Receiver(config, who=f"auditor serve on {host}:{port}")
     try:
-        _Server(uvicorn_config(app(receiver, allowed_hosts(host, config)), config, host, port)).run()
+        server = _Server(uvicorn_config(app(receiver, allowed_hosts(host, config)), config, host, port))
+        try:
+            server.run()
+        except SystemExit as e:  # uvicorn's start failed (exit 3, which is the auditor's code for incomplete)
+            if server.started:
+                raise
+            raise AuditorError(f"--host {host} --port {port}: cannot listen there (uvicorn's exit {e.code}: the "
+                               "address is in use or not this machine's, see the line above); choose another "
+                               "--port or stop what listens on it") from None
     finally:
         leftover = receiver.close()
     return leftover

@@ -10,54 +10,27 @@ after the store's mark are replayed, so each is stored exactly once, whatever in
 died at.
 
 Layout: ``DIR/<first entry number>.spool`` segments of frames ``magic, length, crc32, number,
-payload``; the payload is a JSON header line and the body. A frame cut short (the write that was
-under way when the process died, never acknowledged) ends the replay of its segment.
+payload`` (``store.spooled``: the format, and how a replay finds a damaged frame and counts the
+requests it held as lost); the payload is a JSON header line and the body. A frame cut short at
+the end of a segment (the write under way when the process died, never acknowledged) is not
+evidence.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
-import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..store.spooled import Entry, frame
+
 _logger = logging.getLogger("auditor.serve")
-
-_FRAME = struct.Struct("<4sIIQ")
-_MAGIC = b"ASP1"
 SEGMENT_BYTES = 16 << 20
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One spooled request: ``meta`` (signal, content type, encoding, roles; or a refusal's
-    reason) and its body."""
-
-    number: int
-    meta: dict[str, Any]
-    body: bytes
-
-
-def read_spool(directory: Path) -> Iterator[Entry]:
-    """Every whole entry of the spool in ``directory``, in number order."""
-    for path in sorted(directory.glob("*.spool")):
-        data = path.read_bytes()
-        at = 0
-        while at + _FRAME.size <= len(data):
-            magic, length, crc, number = _FRAME.unpack_from(data, at)
-            payload = data[at + _FRAME.size: at + _FRAME.size + length]
-            if magic != _MAGIC or len(payload) < length or zlib.crc32(payload) != crc:
-                break  # the write under way when the process died: never acknowledged
-            head, _, body = payload.partition(b"\n")
-            yield Entry(number, orjson.loads(head), body)
-            at += _FRAME.size + length
 
 
 class SpoolError(OSError):
@@ -145,7 +118,7 @@ class Spool:
         number = self._next
         for meta, body, _done in batch:
             payload = orjson.dumps(meta) + b"\n" + body
-            frames.append(_FRAME.pack(_MAGIC, len(payload), zlib.crc32(payload), number))
+            frames.append(frame(number, payload))
             frames.append(payload)
             entries.append(Entry(number, meta, body))
             number += 1
@@ -203,7 +176,12 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def remove_segments(directory: Path) -> None:
-    """Remove every segment of a spool whose entries are all in the store (after a replay)."""
+def remove_segments(directory: Path, damaged: set[Path] = frozenset()) -> None:
+    """Remove every segment of a spool whose entries are all in the store (after a replay); those
+    with ``damaged`` bytes are moved to ``DIR/damaged/`` for whoever looks into the loss."""
     for path in directory.glob("*.spool"):
-        path.unlink(missing_ok=True)
+        if path in damaged:
+            (directory / "damaged").mkdir(mode=0o700, exist_ok=True)
+            path.replace(directory / "damaged" / path.name)
+        else:
+            path.unlink(missing_ok=True)

@@ -184,7 +184,8 @@ def build_context(result: AuditResult) -> ReportContext:
         clean_note = (f"Showing {MAX_CLEAN_TIMELINES} of {all_clean:,} workflow keys whose handovers "
                       "were all clean.")
 
-    groups = [_group(inc, by_incident[inc.id], i < len(carded)) for i, inc in enumerate(incidents)]
+    groups = [_group(inc, by_incident[inc.id], i < len(carded), result.attribution)
+              for i, inc in enumerate(incidents)]
 
     wf_rows, workflows_note = _workflow_rows(result.workflows, timelines, clean_timelines, incidents)
     if workflows_note:
@@ -312,7 +313,8 @@ def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref
         timeline=timeline, timeline_ref=ref, timeline_note=no_timeline)
 
 
-def _group(inc: Incident, findings: list[Finding], has_card: bool) -> FindingGroup:
+def _group(inc: Incident, findings: list[Finding], has_card: bool,
+           tokens: dict[str, dict[str, str]]) -> FindingGroup:
     rows = []
     for f in sorted(findings, key=lambda f: (f.place, f.grade.rank)):
         rows.append(FindingRow(
@@ -321,14 +323,14 @@ def _group(inc: Incident, findings: list[Finding], has_card: bool) -> FindingGro
             owner=_short_owner(f.worker, f.epoch), current=_short_owner(f.current_worker, f.current_epoch),
             transition_seq=(_opt(f.transition_seq) if f.transition_seq is not None or f.transition_position is None
                             else f"position {f.transition_position}"), effect_key=f.effect_key or "",
-            outcome=_finding_outcome(f), ts=f.ts or ""))
+            outcome=_finding_outcome(f, tokens.get(f.id)), ts=f.ts or ""))
     return FindingGroup(inc.id, inc.workflow_key, inc.severity.value,
                         f"{_owner(inc.displaced.worker, inc.displaced.epoch)} \u2192 "
                         f"{_owner(inc.current.worker, inc.current.epoch)}",
                         has_card, rows)
 
 
-def _finding_outcome(f: Finding) -> str:
+def _finding_outcome(f: Finding, tokens: dict[str, str] | None = None) -> str:
     parts = []
     if f.outcome is not None:
         parts.append(f.outcome.value)
@@ -339,6 +341,8 @@ def _finding_outcome(f: Finding) -> str:
         parts.append("epochs " + ", ".join(str(e) for e in f.epochs))
     if f.unstable_effect_key:
         parts.append(f"unstable effect key (step {f.step_id})")
+    if tokens:  # auditor serve's attribution: which token delivered each event it rests on
+        parts.append("delivered by token " + ", ".join(f"{name} ({role})" for role, name in tokens.items()))
     return "; ".join(parts)
 
 
