@@ -174,7 +174,10 @@ def map_cmd(
         if out is not None:
             write_atomic(out, text, paths)
     if out is None:
-        typer.echo(text, nl=False)
+        from ..core.interrupt import quiet_pipe
+
+        with quiet_pipe():
+            typer.echo(text, nl=False)
     elif not quiet:
         c = found.check
         typer.echo(f"{out}: {len([f for f in found.fields if f.path])} fields, "

@@ -309,12 +309,14 @@ class Reporting:
             emit(result, self.outputs, inputs, self.quiet)
         if self.expected is None:
             return typer.Exit(code=result.exit_code)
+        from ..core.interrupt import quiet_pipe
         from ..explain.expect import compare_expected
         from ..render.terminal import print_comparison
 
         comparison = compare_expected(result, self.expected, source=str(self.expect))
         if not self.quiet:
-            print_comparison(result, comparison, sys.stderr if self.outputs.json == "-" else sys.stdout)
+            with quiet_pipe():
+                print_comparison(result, comparison, sys.stderr if self.outputs.json == "-" else sys.stdout)
         return typer.Exit(code=comparison.exit_code)
 
 

@@ -199,7 +199,20 @@ def print_summary(result: AuditResult, file: IO[str] | None = None) -> None:
     _print(summary_lines(result), file)
 
 
+class _Console(Console):
+    """rich's console, except that a reader going away (``| head``) is not an exit of its own.
+
+    rich answers a ``BrokenPipeError`` with ``SystemExit(1)``, which replaced the audit's exit code
+    (issue 45: ``audit ... | head -1`` exited 1 on a pass). The error is raised again instead, for
+    the CLI's ``quiet_pipe`` to end the output quietly while the verdict keeps its code.
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError("the reader of the output went away")
+
+
 def _print(lines: list[Text], file: IO[str] | None) -> None:
-    console = Console(file=file, highlight=False, soft_wrap=True)
+    console = _Console(file=file, highlight=False, soft_wrap=True)
     for line in lines:
         console.print(line)
