@@ -14,12 +14,12 @@ from rich.console import Console
 from rich.text import Text
 
 from . import visible
-from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
+from ..core.model import DiagnosticKind, Incident, Verdict
 from ..rules.grades import ordered, spec
 from ..explain.incidents import severity, top
 from ..explain.result import AuditResult
-from .words import (CONFIDENCE, accounting, actions, ignored_entries, incident_facts, lease_head, lease_row,
-                    lost_head, lost_items, num, plural, transition)
+from .words import (accounting, actions, confidence_levels, ignored_entries, incident_facts, lease_head, lease_row,
+                    lost_head, lost_items, num, owners, plural, reporters, transition)
 
 if TYPE_CHECKING:
     from ..explain.expect import Comparison
@@ -89,10 +89,9 @@ def summary_lines(result: AuditResult) -> list[Text]:
     if len(result.incidents) > MAX_INCIDENTS:
         out.append(Text(f"... and {plural(len(result.incidents) - MAX_INCIDENTS, 'more incident')} "
                         "(see --json, --markdown or --html)"))
-    levels = [c for c in Confidence if any(i.confidence is c for i in ranked)]
+    levels = confidence_levels(ranked, reporters(result, ranked))
     if levels:
-        out.append(Text("confidence: " + "; ".join(f"{c.value}: {CONFIDENCE[c]}" for c in levels) + ".",
-                        "dim"))
+        out.append(Text(clean("confidence: " + "; ".join(f"{c.value}: {w}" for c, w in levels) + "."), "dim"))
     return out
 
 
@@ -141,9 +140,7 @@ def lost_lines(result: AuditResult) -> list[Text]:
 def _incident(inc: Incident) -> list[Text]:
     head = Text("  ")
     head.append(f"[{inc.severity.value}]", spec(inc.severity).terminal)
-    head.append(f" {clean(inc.workflow_key)}  displaced epoch {inc.displaced.epoch} "
-                f"({clean(inc.displaced.worker)}) -> current epoch {inc.current.epoch} "
-                f"({clean(inc.current.worker)})")
+    head.append(f" {clean(inc.workflow_key)}  {clean(owners(inc))}")
     if (where := transition(inc)) is not None:
         head.append(f", takeover at {where}")
     lines = [head, Text(f"    {clean(inc.witness)}"), Text("    " + clean("; ".join(incident_facts(inc))))]

@@ -6,7 +6,10 @@ summary and the HTML context say the same thing the same way ("1 file", "6,865 i
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+import orjson
 
 from ..core.model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
 
@@ -16,7 +19,7 @@ if TYPE_CHECKING:
     from ..explain.result import AuditResult
 
 CONFIDENCE = {
-    Confidence.HIGH: "order from seq, and every commit reported by the sink or the coordinator",
+    Confidence.HIGH: "order from seq, and no commit reported only by the worker",
     Confidence.MEDIUM: "order from seq, but a commit was reported only by the worker itself "
                        "(or its span hit the OTel attribute limits), so confirm it at the sink",
     Confidence.LOW: "seq was missing, so the order is the order the events were observed in",
@@ -76,10 +79,27 @@ def transition(inc: Incident) -> str | None:
     return None
 
 
+def not_displaced(inc: Incident) -> bool:
+    """The incident's owner is the current one (an unauthorized commit that is not stale): no
+    takeover stands between them, so "displaced epoch 2 -> current epoch 2" would say nothing."""
+    return inc.displaced.epoch == inc.current.epoch and inc.displaced.worker == inc.current.worker
+
+
+def owners(inc: Incident) -> str:
+    """``displaced epoch 17 (alpha) -> current epoch 18 (beta)``, or ``epoch 2 (w2), the current
+    owner`` when the owner acting was not displaced (raw text: the renderer escapes it)."""
+    if not_displaced(inc):
+        return f"epoch {inc.displaced.epoch} ({inc.displaced.worker}), the current owner"
+    return (f"displaced epoch {inc.displaced.epoch} ({inc.displaced.worker}) -> current epoch "
+            f"{inc.current.epoch} ({inc.current.worker})")
+
+
 def stale_window(inc: Incident) -> str:
     """How long the displaced owner acted after the takeover, then where: ``stale for 60 s after
     the takeover, seq 1022-1029``; without timestamps only the seqs."""
     where = window(inc)
+    if not_displaced(inc):  # no takeover: the owner acting is the current one
+        return f"at {where}"
     if inc.window_seconds is None:
         return f"stale at {where}"
     if inc.window_seconds >= 0:
@@ -129,6 +149,42 @@ def incident_facts(inc: Incident) -> list[str]:
 def actions(inc: Incident) -> tuple[str, ...]:
     """Every distinct response the incident's findings call for, most urgent first."""
     return inc.responses or (inc.response,)
+
+
+def reporters(result: "AuditResult", incidents: Iterable[Incident]) -> dict[str, frozenset[str]]:
+    """Who reported the findings of each of ``incidents`` (``""`` where a line names no reporter),
+    by incident id: the evidence behind a confidence level, read from the findings themselves.
+    A spooled result decodes only the lines of these incidents."""
+    seen: dict[str, set[str]] = {inc.id: set() for inc in incidents}
+    findings = result.findings
+    if seen and hasattr(findings, "containing"):
+        findings = findings.containing(b'"incident_id":' + orjson.dumps(i) for i in seen)
+    for f in findings if seen else ():
+        if f.incident_id in seen:
+            seen[f.incident_id].add(f.reporter or "")
+    return {i: frozenset(r) for i, r in seen.items()}
+
+
+def reported_by(seen: Iterable[str]) -> str:
+    """What a confidence level rests on, in words (issue 45): ``findings reported by sink, worker``,
+    ``reporter not given``, or both (``findings reported by sink; reporter not given on some``)."""
+    seen = set(seen)
+    named = sorted(r for r in seen if r)
+    if not named:
+        return "reporter not given"
+    text = f"findings reported by {', '.join(named)}"
+    return text + "; reporter not given on some" if "" in seen else text
+
+
+def confidence_words(level: Confidence, seen: Iterable[str]) -> str:
+    """``order from seq, and no commit reported only by the worker (reporter not given)``."""
+    return f"{CONFIDENCE[level]} ({reported_by(seen)})"
+
+
+def confidence_levels(incidents: list[Incident], seen: dict[str, frozenset[str]]) -> list[tuple[Confidence, str]]:
+    """Each confidence level among ``incidents`` with its words and the reporters behind it."""
+    return [(c, confidence_words(c, set().union(*(seen[i.id] for i in incidents if i.confidence is c))))
+            for c in Confidence if any(i.confidence is c for i in incidents)]
 
 
 def accounting(inp: "InputSummary") -> str:

@@ -311,7 +311,8 @@ def test_terminal_words_for_the_seed():
         "        2. Freeze further effects for this key; check the result; decide whether compensation is safe.",
         "        3. Query the destination by effect key; treat as a possible stale commit.",
         "        4. Stop or quarantine the old worker; verify it emits nothing more.",
-        "confidence: high: order from seq, and every commit reported by the sink or the coordinator.",
+        "confidence: high: order from seq, and no commit reported only by the worker (findings reported by sink, "
+        "worker).",
     ]
 
 
