@@ -246,9 +246,9 @@ def write_output(path: str | Path, content: str | Callable[[IO[str]], None], inp
     write_atomic(path, content, inputs)
 
 
-def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False) -> None:
+def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False, expect: str | None = None) -> None:
     """Write every requested rendering of ``result``, then the summary (stderr when the JSON
-    document goes to stdout)."""
+    document goes to stdout; naming ``expect``, the --expect file, whose comparison sets the exit code)."""
     if outputs.json:
         from ..render.json import write_json
 
@@ -271,7 +271,7 @@ def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False) -> No
         from ..render.terminal import print_summary
 
         with quiet_pipe():
-            print_summary(result, sys.stderr if outputs.json == "-" else sys.stdout)
+            print_summary(result, sys.stderr if outputs.json == "-" else sys.stdout, expect)
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ class Reporting:
     def finish(self, result, inputs: list[str]) -> typer.Exit:
         """Render, compare with --expect when given, and return the exit for the verdict."""
         with errors():
-            emit(result, self.outputs, inputs, self.quiet)
+            emit(result, self.outputs, inputs, self.quiet, None if self.expected is None else str(self.expect))
         if self.expected is None:
             return typer.Exit(code=result.exit_code)
         from ..core.interrupt import quiet_pipe

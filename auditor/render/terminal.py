@@ -36,7 +36,9 @@ def clean(value: object) -> str:
     return visible(value)
 
 
-def summary_lines(result: AuditResult) -> list[Text]:
+def summary_lines(result: AuditResult, expect: str | None = None) -> list[Text]:
+    """The summary; with ``expect`` (the --expect file) the verdict line says that the exit code
+    reports the comparison printed after it, not this verdict (issue 45)."""
     inp = result.input
     s = result.summary()
     out: list[Text] = []
@@ -48,6 +50,8 @@ def summary_lines(result: AuditResult) -> list[Text]:
     else:
         verdict.append(f"  ({plural(len(result.incidents), 'incident')}, "
                        f"{plural(result.failing_count, 'finding')} at or above {result.fail_on.value})")
+    if expect is not None:
+        verdict.append(f"; the exit code reports --expect {clean(expect)}, below")
     out.append(verdict)
     out.extend(lost_lines(result))
     out.append(Text(
@@ -153,6 +157,8 @@ def comparison_lines(result: AuditResult, cmp: "Comparison") -> list[Text]:
     """The --expect verdict, after what was lost: FAIL when the findings differ, INCOMPLETE when
     they match but lines were lost, PASS only when they match and nothing was lost."""
     out = lost_lines(result)
+    audit = "" if cmp.verdict is result.verdict else f", not the audit's {result.verdict.value.upper()} above"
+    out.append(Text(f"--expect {clean(cmp.source)} decides the exit code ({cmp.exit_code}){audit}:"))
     if cmp.verdict is Verdict.FAIL:
         out.append(Text(f"FAIL: findings differ from {clean(cmp.source)}", VERDICT_STYLE[cmp.verdict]))
         out += [Text(f"  missing:    {_triple(t)}") for t in cmp.missing]
@@ -192,8 +198,8 @@ def print_ingested(db: object, counts: list, total: "InputSummary", file: IO[str
     _print(lines, file)
 
 
-def print_summary(result: AuditResult, file: IO[str] | None = None) -> None:
-    _print(summary_lines(result), file)
+def print_summary(result: AuditResult, file: IO[str] | None = None, expect: str | None = None) -> None:
+    _print(summary_lines(result, expect), file)
 
 
 class _Console(Console):

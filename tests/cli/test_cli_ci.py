@@ -77,9 +77,10 @@ def test_expect_with_lost_lines_is_never_pass(lossy, tmp_path):
     p = run_cli("audit", str(lossy), "--expect", expected, "--quiet")
     assert (p.returncode, p.stdout, p.stderr) == (3, b"", b"")
     p = run_cli("audit", str(lossy), "--expect", expected)
-    assert out(p)[-3:] == [
+    assert out(p)[-4:] == [
         "lost: 1 quarantined line, 0 event_id conflicts (more than --allow-quarantined 0):",
         f'  {lossy}:10: "epoch" is "seventeen", expected an integer in int64 range',
+        f"--expect {expected} decides the exit code (3):",
         "INCOMPLETE: all 2 expected findings found, nothing else, but 1 line lost: a pass cannot be claimed",
     ]
     wrong = tmp_path / "wrong.json"
