@@ -74,11 +74,14 @@ SPARK_MASTER = typer.Option(None, "--spark-master", metavar="URL",
                             help="Spark master URL for --engine spark (default local[*]).")
 
 
-def fail(message: str) -> typer.Exit:
+def fail(message: str, details: tuple[str, ...] = ()) -> typer.Exit:
+    """One ``Error:`` line (and ``details``, one line each below it) on stderr; exit code 2."""
     from ..render.terminal import clean
 
     # Messages quote the input (a kind, a file name): an escape sequence in it must not reach the terminal.
     typer.echo(f"Error: {clean(message)}", err=True)
+    for line in details:
+        typer.echo(f"  {clean(line)}", err=True)
     return typer.Exit(code=2)
 
 
@@ -95,7 +98,7 @@ def errors() -> Iterator[None]:
             check()  # DuckDB turns a signal into "Query interrupted": report the signal instead
             raise
     except AuditorError as e:
-        raise fail(str(e))
+        raise fail(str(e), getattr(e, "details", ()))
     except OSError as e:
         raise fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
