@@ -65,7 +65,8 @@ HEARTBEAT_MISSES = typer.Option(1, "--heartbeat-misses", metavar="R", min=0,
                                      "L > R*H+J (lease above R heartbeat periods plus jitter).")
 MAP = typer.Option(None, "--map", metavar="FILE",
                    help="Vocabulary file (TOML): your kind and field names onto the contract, e.g. "
-                        '[kinds] result_committed = "effect_committed".')
+                        '[kinds] result_committed = "effect_committed". One per run (logs that need '
+                        "different ones: 'ingest --map' each into one --db, then 'report').")
 ENGINES = ["duckdb", "spark"]
 ENGINE = typer.Option("duckdb", "--engine", metavar="ENGINE", autocompletion=lambda: ENGINES,
                       help="duckdb: this machine; spark: Apache Spark, partitioned by workflow key "
@@ -110,6 +111,19 @@ def errors() -> Iterator[None]:
 
 
 # Arguments, checked before any work.
+
+
+def one_map(given: Optional[list[Path]]) -> Optional[Path]:
+    """The one vocabulary of a run. A second ``--map`` is refused, not merged and never silently
+    replacing the first (issue 45: 18 lines were quarantined without a word): logs that need
+    different vocabularies are ingested one by one into one store."""
+    files = list(dict.fromkeys(given or ()))
+    if len(files) > 1:
+        raise fail(f"--map is given {len(files)} times ({', '.join(str(f) for f in files)}); a run reads one "
+                   "vocabulary and never merges two. Put the entries in one file, or ingest each log with its "
+                   "own: auditor ingest LOG_A --db audit.duckdb --map A.toml; auditor ingest LOG_B --db "
+                   "audit.duckdb --map B.toml; auditor report --db audit.duckdb")
+    return files[0] if files else None
 
 
 def choice(option: str, value: str, choices: list[str], noun: str) -> str:
