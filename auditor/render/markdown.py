@@ -51,7 +51,7 @@ def render_markdown(result: AuditResult) -> str:
                    f"{plural(result.failing_count, 'finding')} at or above `{result.fail_on.value}`.")
     out.append("")
     if result.lost:
-        out += [f"**Evidence lost**: {lost_head(result)}.", ""]
+        out += [f"**Evidence lost**: {lost_head(result, MAX_LOST)}.", ""]
         out += [f"- {text(item)}" for item in lost_items(result, MAX_LOST)]
         more = inp.quarantined - min(len(inp.quarantine), MAX_LOST)
         if more > 0:

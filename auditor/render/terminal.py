@@ -137,7 +137,7 @@ def lost_lines(result: AuditResult) -> list[Text]:
     if not result.lost:
         return []
     items = lost_items(result, MAX_QUARANTINE)
-    out = [Text(f"lost: {lost_head(result)}" + (":" if items else ""), "bold")]
+    out = [Text(f"lost: {lost_head(result, MAX_QUARANTINE)}" + (":" if items else ""), "bold")]
     return out + [Text(f"  {clean(item)}") for item in items]
 
 

@@ -222,18 +222,23 @@ def ignored_entries(inp: "InputSummary", samples: int = 3, limit: int | None = N
     return out
 
 
-def lost_head(result: "AuditResult") -> str:
+def lost_head(result: "AuditResult", shown: int | None = None) -> str:
     """``7 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0)``, with the
-    unplaced events and unreadable values that lose evidence when there are any (SPEC rev 3)."""
+    unplaced events and unreadable values that lose evidence when there are any (SPEC rev 3);
+    when ``lost_items`` lists fewer quarantined lines than there are (``shown``, its limit), it
+    says so: ``; the first 5 of 6 quarantined lines`` (issue 45)."""
     within = "within" if result.lost <= result.allow_quarantined else "more than"
     extra = ""
     if result.unplaced_lost:
         extra += f", {plural(result.unplaced_lost, 'unplaced event')}"
     if result.malformed_lost:
         extra += f", {plural(result.malformed_lost, 'unreadable value')}"
+    listed = min(len(result.input.quarantine), shown if shown is not None else result.input.quarantined)
+    first = (f"; the first {num(listed)} of {num(result.input.quarantined)} quarantined lines"
+             if listed < result.input.quarantined else "")
     return (f"{plural(result.input.quarantined, 'quarantined line')}, "
             f"{plural(result.event_id_conflicts, 'event_id conflict')}{extra} "
-            f"({within} --allow-quarantined {num(result.allow_quarantined)})")
+            f"({within} --allow-quarantined {num(result.allow_quarantined)}){first}")
 
 
 def lost_items(result: "AuditResult", limit: int) -> list[str]:

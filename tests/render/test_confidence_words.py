@@ -82,3 +82,22 @@ def test_an_owner_that_was_not_displaced_is_called_the_current_owner():
         (card,) = build_context(result).cards
         assert [(f.label, f.value) for f in card.facts[:2]] == [
             ("owner", "epoch 2 (w2), the current owner"), ("transition", "not seen")]
+
+
+def test_a_list_of_the_first_quarantined_lines_says_it_is_the_first_5_of_6(tmp_path):
+    """docs/AUTHORITY.md's case: "6 quarantined lines" listed 5 without saying so."""
+    log = tmp_path / "six.jsonl"
+    log.write_text("".join(f'{{"seq": {100 + i}, "workflow_key": "k", "kind": "progress", "epoch": "x{i}"}}\n'
+                           for i in range(1, 7)) + (FIXTURES / "seed_split_brain.jsonl").read_text())
+    with audit(str(log)) as result:
+        lines = _terminal(result)
+        assert lines[1] == ("lost: 6 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0); "
+                            "the first 5 of 6 quarantined lines:")
+        assert [line.split(":")[1] for line in lines[2:7]] == ["1", "2", "3", "4", "5"]
+        assert lines[7].startswith("input: ")
+        md = render_markdown(result)
+        assert "(more than --allow-quarantined 0).**" not in md and "of 6 quarantined lines" not in md  # 10 shown
+    log.write_text("".join(f'{{"seq": {100 + i}, "workflow_key": "k", "kind": "progress", "epoch": "x{i}"}}\n'
+                           for i in range(1, 4)) + (FIXTURES / "seed_split_brain.jsonl").read_text())
+    with audit(str(log)) as result:
+        assert _terminal(result)[1] == "lost: 3 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0):"
