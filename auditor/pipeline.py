@@ -7,7 +7,9 @@ Spark engine and the receiver call these; ``auditor/__init__.py`` re-exports the
 
 from __future__ import annotations
 
+
 import os
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -66,7 +68,7 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     by = check_options(by, heartbeat_misses)  # a bad option fails before any work
     summary = store.input_summary()
     if require_events:
-        check_events(summary)
+        check_events(summary, store.quarantine_reasons() if summary.events == 0 else None)
     # The two whole-store queries first, while the Python side holds nothing: after detection,
     # DuckDB's buffers would grow back on top of a million findings, incidents and summaries.
     health = lease_health(store.con, by, heartbeat_misses)
@@ -128,13 +130,19 @@ def with_conflicts(diagnostics: list[Diagnostic], conflicts: list[Diagnostic]) -
     return sorted(diagnostics + conflicts, key=lambda d: (d.workflow_key, d.place, d.kind))
 
 
-def check_events(summary) -> None:
-    """Raise ``NoEvents`` when the input summary holds no event (nothing read, or all quarantined)."""
+def check_events(summary, reasons: tuple[list[tuple[str, int, str, int]], int] | None = None) -> None:
+    """Raise ``NoEvents`` when the input summary holds no event (nothing read, or all quarantined).
+
+    When every line was quarantined, the error lists the reasons by count (``reasons``: the store's
+    ``quarantine_reasons()``; else those of the summary's first quarantined lines) and the next
+    step: a vocabulary (``--map``), which ``auditor map`` suggests (issue 45)."""
     if summary.events == 0:
         if summary.lines_read == 0:
             raise NoEvents("no event found in the input; check the path and the format")
+        if summary.quarantined == 0:  # everything ignored by the vocabulary, or skipped
+            raise NoEvents(f"no event in the input: {summary.lines_read} lines read, {summary.ignored} ignored")
         raise NoEvents(f"every line was quarantined ({summary.quarantined} of {summary.lines_read}); "
-                       f"first: {_first_reason(summary)}")
+                       f"first: {_first_reason(summary)}", quarantine_details(summary, reasons))
 
 
 def ordering_of(workflows) -> str:
@@ -220,3 +228,26 @@ def _first_reason(summary) -> str:
         return "-"
     q = summary.quarantine[0]
     return f"{q.file}:{q.line}: {q.reason}"
+
+
+def quarantine_details(summary, reasons: tuple[list[tuple[str, int, str, int]], int] | None) -> tuple[str, ...]:
+    """The reasons, most frequent first, then the next step, one line each (``NoEvents.details``)."""
+    if reasons is None:  # only the summary's first lines are known here (the Spark door)
+        counted: dict[str, list] = {}
+        for q in summary.quarantine:
+            counted.setdefault(q.reason, [q.reason, 0, q.file, q.line])[1] += 1
+        rows = sorted(counted.values(), key=lambda r: -r[1])[:5]
+        head = f"reasons among the first {len(summary.quarantine)} quarantined lines, most frequent first:"
+        total = len(counted)
+    else:
+        rows, total = reasons
+        head = "reasons, most frequent first:"
+    out = [head] + [f"  {n:,} {'line' if n == 1 else 'lines'}: {reason} (first {file}:{line})"
+                    for reason, n, file, line in rows]
+    if total > len(rows):
+        out.append(f"  and {total - len(rows):,} other reasons")
+    paths = shlex.join(dict.fromkeys(summary.files)) or "LOG"
+    out += ["next: if the log is not in the contract's field and kind names, let 'auditor map' suggest a "
+            f"vocabulary: auditor map {paths} --out vocabulary.toml; read and correct it, then audit "
+            f"with --map vocabulary.toml (docs/FORMAT.md, section 3)"]
+    return tuple(out)

@@ -17,8 +17,8 @@ import typer
 
 from ..normalize.sample import SAMPLE_LINES
 from .options import (BY, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT,
-                      Reporting, check_outputs, choice, errors, fail, input_format, progress_bar, reporting,
-                      step)
+                      Reporting, check_outputs, choice, errors, fail, input_format, one_map, progress_bar,
+                      reporting, step)
 
 if TYPE_CHECKING:
     from ..serve import ServeConfig
@@ -59,7 +59,7 @@ def audit(
                                            "deleted afterwards)."),
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
-    vocabulary: Optional[Path] = MAP,
+    vocabulary: Optional[list[Path]] = MAP,
     engine: str = ENGINE,
     spark_master: Optional[str] = SPARK_MASTER,
     *,
@@ -71,6 +71,7 @@ def audit(
     from ..store.spooled import held_while
 
     fmt = input_format(format)
+    vocabulary = one_map(vocabulary)
     spark = choice("--engine", engine, ENGINES, "an engine") == "spark"
     if spark and db is not None:
         raise fail("--db keeps a DuckDB store, which --engine spark does not build; drop --db, "
@@ -103,7 +104,7 @@ def ingest_cmd(
     quiet: bool = QUIET,
     keep_payloads: bool = KEEP,
     wait: float = WAIT,
-    vocabulary: Optional[Path] = MAP,
+    vocabulary: Optional[list[Path]] = MAP,
 ) -> None:
     """Append PATH... to a persistent DuckDB store, idempotently (the same file twice adds nothing)."""
     from .. import ingest_paths
@@ -112,6 +113,7 @@ def ingest_cmd(
     from ..store.spooled import held_while
 
     fmt = input_format(format)
+    vocabulary = one_map(vocabulary)
     check_outputs([("--db", db)], paths)
     with errors(), held_while(db, "auditor ingest"):
         with Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary) as store:
@@ -130,7 +132,7 @@ def ingest_cmd(
 def report(
     db: Path = typer.Option(..., "--db", metavar="FILE", help="A DuckDB store written by 'auditor ingest'."),
     wait: float = WAIT,
-    vocabulary: Optional[Path] = typer.Option(
+    vocabulary: Optional[list[Path]] = typer.Option(
         None, "--map", metavar="FILE",
         help="Vocabulary file (TOML); checked here, applied when lines are ingested."),
     *,
@@ -140,6 +142,7 @@ def report(
     from .. import check_store
     from .. import report as report_db
 
+    vocabulary = one_map(vocabulary)
     rep.outputs.check([str(db)])
     with errors():
         check_store(db)
@@ -176,7 +179,10 @@ def map_cmd(
         if out is not None:
             write_atomic(out, text, paths)
     if out is None:
-        typer.echo(text, nl=False)
+        from ..core.interrupt import quiet_pipe
+
+        with quiet_pipe():
+            typer.echo(text, nl=False)
     elif not quiet:
         c = found.check
         typer.echo(f"{out}: {len([f for f in found.fields if f.path])} fields, "
@@ -228,7 +234,7 @@ def serve(
                                       help="DuckDB store to keep everything received (default: a temporary one)."),
     host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR", help="Address to listen on."),
     port: int = typer.Option(4318, "--port", metavar="N", min=0, max=65535, help="Port (4318 is OTLP/HTTP's)."),
-    vocabulary: Optional[Path] = MAP,
+    vocabulary: Optional[list[Path]] = MAP,
     tokens: Optional[Path] = typer.Option(None, "--tokens", metavar="FILE",
                                           help="Bearer tokens, one 'TOKEN ROLE[,ROLE...]' per line; roles: worker, "
                                                "sink, coordinator, verifier, reader, any."),
@@ -270,6 +276,7 @@ def serve(
     """Receive OTLP/HTTP spans and log records (POST /v1/traces, /v1/logs) and audit them live.
 
     A request is answered 200 only once it is on disk (an fsynced spool beside --db, replayed at start)."""
+    vocabulary = one_map(vocabulary)
     with errors():
         by = _before_binding(vocabulary, by)
         from ..serve import ServeConfig, ServeRefused, check_exposure, load_tokens, serve as run

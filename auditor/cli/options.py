@@ -71,7 +71,8 @@ HEARTBEAT_MISSES = typer.Option(1, "--heartbeat-misses", metavar="R", min=0,
                                      "L > R*H+J (lease above R heartbeat periods plus jitter).")
 MAP = typer.Option(None, "--map", metavar="FILE",
                    help="Vocabulary file (TOML): your kind and field names onto the contract, e.g. "
-                        '[kinds] result_committed = "effect_committed".')
+                        '[kinds] result_committed = "effect_committed". One per run (logs that need '
+                        "different ones: 'ingest --map' each into one --db, then 'report').")
 ENGINES = ["duckdb", "spark"]
 ENGINE = typer.Option("duckdb", "--engine", metavar="ENGINE", autocompletion=lambda: ENGINES,
                       help="duckdb: this machine; spark: Apache Spark, partitioned by workflow key "
@@ -80,11 +81,14 @@ SPARK_MASTER = typer.Option(None, "--spark-master", metavar="URL",
                             help="Spark master URL for --engine spark (default local[*]).")
 
 
-def fail(message: str) -> typer.Exit:
+def fail(message: str, details: tuple[str, ...] = ()) -> typer.Exit:
+    """One ``Error:`` line (and ``details``, one line each below it) on stderr; exit code 2."""
     from ..render.terminal import clean
 
     # Messages quote the input (a kind, a file name): an escape sequence in it must not reach the terminal.
     typer.echo(f"Error: {clean(message)}", err=True)
+    for line in details:
+        typer.echo(f"  {clean(line)}", err=True)
     return typer.Exit(code=2)
 
 
@@ -101,7 +105,7 @@ def errors() -> Iterator[None]:
             check()  # DuckDB turns a signal into "Query interrupted": report the signal instead
             raise
     except AuditorError as e:
-        raise fail(str(e))
+        raise fail(str(e), getattr(e, "details", ()))
     except OSError as e:
         raise fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
@@ -113,6 +117,19 @@ def errors() -> Iterator[None]:
 
 
 # Arguments, checked before any work.
+
+
+def one_map(given: Optional[list[Path]]) -> Optional[Path]:
+    """The one vocabulary of a run. A second ``--map`` is refused, not merged and never silently
+    replacing the first (issue 45: 18 lines were quarantined without a word): logs that need
+    different vocabularies are ingested one by one into one store."""
+    files = list(dict.fromkeys(given or ()))
+    if len(files) > 1:
+        raise fail(f"--map is given {len(files)} times ({', '.join(str(f) for f in files)}); a run reads one "
+                   "vocabulary and never merges two. Put the entries in one file, or ingest each log with its "
+                   "own: auditor ingest LOG_A --db audit.duckdb --map A.toml; auditor ingest LOG_B --db "
+                   "audit.duckdb --map B.toml; auditor report --db audit.duckdb")
+    return files[0] if files else None
 
 
 def choice(option: str, value: str, choices: list[str], noun: str) -> str:
@@ -252,9 +269,9 @@ def write_output(path: str | Path, content: str | Callable[[IO[str]], None], inp
     write_atomic(path, content, inputs)
 
 
-def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False) -> None:
+def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False, expect: str | None = None) -> None:
     """Write every requested rendering of ``result``, then the summary (stderr when the JSON
-    document goes to stdout)."""
+    document goes to stdout; naming ``expect``, the --expect file, whose comparison sets the exit code)."""
     if outputs.json:
         from ..render.json import write_json
 
@@ -277,7 +294,7 @@ def emit(result, outputs: Outputs, inputs: list[str], quiet: bool = False) -> No
         from ..render.terminal import print_summary
 
         with quiet_pipe():
-            print_summary(result, sys.stderr if outputs.json == "-" else sys.stdout)
+            print_summary(result, sys.stderr if outputs.json == "-" else sys.stdout, expect)
 
 
 @dataclass(frozen=True)
@@ -319,15 +336,17 @@ class Reporting:
     def finish(self, result, inputs: list[str]) -> typer.Exit:
         """Render, compare with --expect when given, and return the exit for the verdict."""
         with errors():
-            emit(result, self.outputs, inputs, self.quiet)
+            emit(result, self.outputs, inputs, self.quiet, None if self.expected is None else str(self.expect))
         if self.expected is None:
             return typer.Exit(code=result.exit_code)
+        from ..core.interrupt import quiet_pipe
         from ..explain.expect import compare_expected
         from ..render.terminal import print_comparison
 
         comparison = compare_expected(result, self.expected, source=str(self.expect))
         if not self.quiet:
-            print_comparison(result, comparison, sys.stderr if self.outputs.json == "-" else sys.stdout)
+            with quiet_pipe():
+                print_comparison(result, comparison, sys.stderr if self.outputs.json == "-" else sys.stdout)
         return typer.Exit(code=comparison.exit_code)
 
 

@@ -29,6 +29,11 @@ class AuditError(AuditorError):
 class NoEvents(AuditError):
     """The input held no event at all (empty, or every line quarantined)."""
 
+    def __init__(self, message: str, details: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        #: Lines that follow the message (the quarantine's reasons by count, the next step).
+        self.details = details
+
 
 class StoreError(AuditorError):
     """The DuckDB store could not be opened or written."""

@@ -45,7 +45,7 @@ def render_junit(result: AuditResult) -> str:
     if lost:
         ET.SubElement(evidence, "failure", {"type": "incomplete", "message": _text(
             f"{plural(result.lost, 'line')} lost, {_beyond(result)}: a pass cannot be claimed")}).text = _text(
-            "\n".join([lost_head(result), *lost_items(result, MAX_LOST)]))
+            "\n".join([lost_head(result, MAX_LOST), *lost_items(result, MAX_LOST)]))
     for wf in result.workflows:
         case = ET.SubElement(suite, "testcase", {"classname": SUITE, "name": _text(wf.workflow_key)})
         for inc in failing.get(wf.workflow_key, ()):

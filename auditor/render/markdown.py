@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 
-from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
+from ..core.model import DiagnosticKind, Incident, Verdict
 from ..rules.grades import ordered
 from ..explain.incidents import severity, top
 from ..explain.result import AuditResult
 from . import visible
-from .words import (CONFIDENCE, LEASE_COLUMNS, accounting, actions, effects, freshness, ignored_entries, lease_head,
-                    lease_row, lost_head, lost_items, num, plural, stale_window, transition, verification, window)
+from .words import (LEASE_COLUMNS, accounting, actions, confidence_levels, confidence_words, effects, freshness,
+                    ignored_entries, lease_head, lease_row, lost_head, lost_items, num, plural, reporters, stale_window,
+                    transition, verification, window)
 
 MAX_TABLE = 100  # incidents in the table (a step summary is limited to 1 MiB)
 MAX_DETAILED = 20  # incidents with their witness and actions
@@ -50,7 +51,7 @@ def render_markdown(result: AuditResult) -> str:
                    f"{plural(result.failing_count, 'finding')} at or above `{result.fail_on.value}`.")
     out.append("")
     if result.lost:
-        out += [f"**Evidence lost**: {lost_head(result)}.", ""]
+        out += [f"**Evidence lost**: {lost_head(result, MAX_LOST)}.", ""]
         out += [f"- {text(item)}" for item in lost_items(result, MAX_LOST)]
         more = inp.quarantined - min(len(inp.quarantine), MAX_LOST)
         if more > 0:
@@ -83,13 +84,14 @@ def render_markdown(result: AuditResult) -> str:
         out.append(f"{plural(total - MAX_TABLE, 'more incident')} not listed (see the JSON or "
                    "HTML report).")
     out.append("")
+    seen = reporters(result, ranked[:MAX_TABLE])
     for n, inc in enumerate(ranked[:MAX_DETAILED], 1):
-        out += _details(n, inc)
+        out += _details(n, inc, seen[inc.id])
     if total > MAX_DETAILED:
         out += [f"The other {plural(total - MAX_DETAILED, 'incident')} are in the table above "
                 "and in the JSON or HTML report.", ""]
-    levels = [c for c in Confidence if any(i.confidence is c for i in ranked[:MAX_TABLE])]
-    out += ["Confidence:", ""] + [f"- **{c.value}**: {CONFIDENCE[c]}." for c in levels] + [""]
+    levels = confidence_levels(ranked[:MAX_TABLE], seen)
+    out += ["Confidence:", ""] + [f"- **{c.value}**: {text(words)}." for c, words in levels] + [""]
     return "\n".join(out)
 
 
@@ -129,11 +131,11 @@ def _row(n: int, inc: Incident) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _details(n: int, inc: Incident) -> list[str]:
+def _details(n: int, inc: Incident, seen: frozenset[str]) -> list[str]:
     facts = [f"{text(inc.witness)}", "",
              f"- window: {text(stale_window(inc))}",
              f"- effects: {text(effects(inc))}",
-             f"- confidence: {inc.confidence.value} ({CONFIDENCE[inc.confidence]})"]
+             f"- confidence: {inc.confidence.value}: {text(confidence_words(inc.confidence, seen))}"]
     fresh = freshness(inc)
     if fresh:
         facts.append(f"- freshness: {fresh}")

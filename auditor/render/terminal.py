@@ -14,12 +14,12 @@ from rich.console import Console
 from rich.text import Text
 
 from . import visible
-from ..core.model import Confidence, DiagnosticKind, Incident, Verdict
+from ..core.model import DiagnosticKind, Incident, Verdict
 from ..rules.grades import ordered, spec
 from ..explain.incidents import severity, top
 from ..explain.result import AuditResult
-from .words import (CONFIDENCE, accounting, actions, ignored_entries, incident_facts, lease_head, lease_row,
-                    lost_head, lost_items, num, plural, transition)
+from .words import (accounting, actions, confidence_levels, ignored_entries, incident_facts, lease_head, lease_row,
+                    lost_head, lost_items, num, owners, plural, reporters, transition)
 
 if TYPE_CHECKING:
     from ..explain.expect import Comparison
@@ -36,7 +36,9 @@ def clean(value: object) -> str:
     return visible(value)
 
 
-def summary_lines(result: AuditResult) -> list[Text]:
+def summary_lines(result: AuditResult, expect: str | None = None) -> list[Text]:
+    """The summary; with ``expect`` (the --expect file) the verdict line says that the exit code
+    reports the comparison printed after it, not this verdict (issue 45)."""
     inp = result.input
     s = result.summary()
     out: list[Text] = []
@@ -48,6 +50,8 @@ def summary_lines(result: AuditResult) -> list[Text]:
     else:
         verdict.append(f"  ({plural(len(result.incidents), 'incident')}, "
                        f"{plural(result.failing_count, 'finding')} at or above {result.fail_on.value})")
+    if expect is not None:
+        verdict.append(f"; the exit code reports --expect {clean(expect)}, below")
     out.append(verdict)
     out.extend(lost_lines(result))
     out.append(Text(
@@ -89,10 +93,9 @@ def summary_lines(result: AuditResult) -> list[Text]:
     if len(result.incidents) > MAX_INCIDENTS:
         out.append(Text(f"... and {plural(len(result.incidents) - MAX_INCIDENTS, 'more incident')} "
                         "(see --json, --markdown or --html)"))
-    levels = [c for c in Confidence if any(i.confidence is c for i in ranked)]
+    levels = confidence_levels(ranked, reporters(result, ranked))
     if levels:
-        out.append(Text("confidence: " + "; ".join(f"{c.value}: {CONFIDENCE[c]}" for c in levels) + ".",
-                        "dim"))
+        out.append(Text(clean("confidence: " + "; ".join(f"{c.value}: {w}" for c, w in levels) + "."), "dim"))
     return out
 
 
@@ -134,16 +137,14 @@ def lost_lines(result: AuditResult) -> list[Text]:
     if not result.lost:
         return []
     items = lost_items(result, MAX_QUARANTINE)
-    out = [Text(f"lost: {lost_head(result)}" + (":" if items else ""), "bold")]
+    out = [Text(f"lost: {lost_head(result, MAX_QUARANTINE)}" + (":" if items else ""), "bold")]
     return out + [Text(f"  {clean(item)}") for item in items]
 
 
 def _incident(inc: Incident) -> list[Text]:
     head = Text("  ")
     head.append(f"[{inc.severity.value}]", spec(inc.severity).terminal)
-    head.append(f" {clean(inc.workflow_key)}  displaced epoch {inc.displaced.epoch} "
-                f"({clean(inc.displaced.worker)}) -> current epoch {inc.current.epoch} "
-                f"({clean(inc.current.worker)})")
+    head.append(f" {clean(inc.workflow_key)}  {clean(owners(inc))}")
     if (where := transition(inc)) is not None:
         head.append(f", takeover at {where}")
     lines = [head, Text(f"    {clean(inc.witness)}"), Text("    " + clean("; ".join(incident_facts(inc))))]
@@ -156,6 +157,8 @@ def comparison_lines(result: AuditResult, cmp: "Comparison") -> list[Text]:
     """The --expect verdict, after what was lost: FAIL when the findings differ, INCOMPLETE when
     they match but lines were lost, PASS only when they match and nothing was lost."""
     out = lost_lines(result)
+    audit = "" if cmp.verdict is result.verdict else f", not the audit's {result.verdict.value.upper()} above"
+    out.append(Text(f"--expect {clean(cmp.source)} decides the exit code ({cmp.exit_code}){audit}:"))
     if cmp.verdict is Verdict.FAIL:
         out.append(Text(f"FAIL: findings differ from {clean(cmp.source)}", VERDICT_STYLE[cmp.verdict]))
         out += [Text(f"  missing:    {_triple(t)}") for t in cmp.missing]
@@ -195,11 +198,24 @@ def print_ingested(db: object, counts: list, total: "InputSummary", file: IO[str
     _print(lines, file)
 
 
-def print_summary(result: AuditResult, file: IO[str] | None = None) -> None:
-    _print(summary_lines(result), file)
+def print_summary(result: AuditResult, file: IO[str] | None = None, expect: str | None = None) -> None:
+    _print(summary_lines(result, expect), file)
+
+
+class _Console(Console):
+    """rich's console, except that a reader going away (``| head``) is not an exit of its own.
+
+    rich answers a ``BrokenPipeError`` with ``SystemExit(1)``, which replaced the audit's exit code
+    (issue 45: ``audit ... | head -1`` exited 1 on a pass). The error is raised again instead, for
+    the CLI's ``quiet_pipe`` to end the output quietly while the verdict keeps its code.
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError("the reader of the output went away")
 
 
 def _print(lines: list[Text], file: IO[str] | None) -> None:
-    console = Console(file=file, highlight=False, soft_wrap=True)
+    console = _Console(file=file, highlight=False, soft_wrap=True)
     for line in lines:
         console.print(line)

@@ -6,7 +6,10 @@ summary and the HTML context say the same thing the same way ("1 file", "6,865 i
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+import orjson
 
 from ..core.model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
 
@@ -16,7 +19,7 @@ if TYPE_CHECKING:
     from ..explain.result import AuditResult
 
 CONFIDENCE = {
-    Confidence.HIGH: "order from seq, and every commit reported by the sink or the coordinator",
+    Confidence.HIGH: "order from seq, and no commit reported only by the worker",
     Confidence.MEDIUM: "order from seq, but a commit was reported only by the worker itself "
                        "(or its span hit the OTel attribute limits), so confirm it at the sink",
     Confidence.LOW: "seq was missing, so the order is the order the events were observed in",
@@ -76,10 +79,27 @@ def transition(inc: Incident) -> str | None:
     return None
 
 
+def not_displaced(inc: Incident) -> bool:
+    """The incident's owner is the current one (an unauthorized commit that is not stale): no
+    takeover stands between them, so "displaced epoch 2 -> current epoch 2" would say nothing."""
+    return inc.displaced.epoch == inc.current.epoch and inc.displaced.worker == inc.current.worker
+
+
+def owners(inc: Incident) -> str:
+    """``displaced epoch 17 (alpha) -> current epoch 18 (beta)``, or ``epoch 2 (w2), the current
+    owner`` when the owner acting was not displaced (raw text: the renderer escapes it)."""
+    if not_displaced(inc):
+        return f"epoch {inc.displaced.epoch} ({inc.displaced.worker}), the current owner"
+    return (f"displaced epoch {inc.displaced.epoch} ({inc.displaced.worker}) -> current epoch "
+            f"{inc.current.epoch} ({inc.current.worker})")
+
+
 def stale_window(inc: Incident) -> str:
     """How long the displaced owner acted after the takeover, then where: ``stale for 60 s after
     the takeover, seq 1022-1029``; without timestamps only the seqs."""
     where = window(inc)
+    if not_displaced(inc):  # no takeover: the owner acting is the current one
+        return f"at {where}"
     if inc.window_seconds is None:
         return f"stale at {where}"
     if inc.window_seconds >= 0:
@@ -131,6 +151,42 @@ def actions(inc: Incident) -> tuple[str, ...]:
     return inc.responses or (inc.response,)
 
 
+def reporters(result: "AuditResult", incidents: Iterable[Incident]) -> dict[str, frozenset[str]]:
+    """Who reported the findings of each of ``incidents`` (``""`` where a line names no reporter),
+    by incident id: the evidence behind a confidence level, read from the findings themselves.
+    A spooled result decodes only the lines of these incidents."""
+    seen: dict[str, set[str]] = {inc.id: set() for inc in incidents}
+    findings = result.findings
+    if seen and hasattr(findings, "containing"):
+        findings = findings.containing(b'"incident_id":' + orjson.dumps(i) for i in seen)
+    for f in findings if seen else ():
+        if f.incident_id in seen:
+            seen[f.incident_id].add(f.reporter or "")
+    return {i: frozenset(r) for i, r in seen.items()}
+
+
+def reported_by(seen: Iterable[str]) -> str:
+    """What a confidence level rests on, in words (issue 45): ``findings reported by sink, worker``,
+    ``reporter not given``, or both (``findings reported by sink; reporter not given on some``)."""
+    seen = set(seen)
+    named = sorted(r for r in seen if r)
+    if not named:
+        return "reporter not given"
+    text = f"findings reported by {', '.join(named)}"
+    return text + "; reporter not given on some" if "" in seen else text
+
+
+def confidence_words(level: Confidence, seen: Iterable[str]) -> str:
+    """``order from seq, and no commit reported only by the worker (reporter not given)``."""
+    return f"{CONFIDENCE[level]} ({reported_by(seen)})"
+
+
+def confidence_levels(incidents: list[Incident], seen: dict[str, frozenset[str]]) -> list[tuple[Confidence, str]]:
+    """Each confidence level among ``incidents`` with its words and the reporters behind it."""
+    return [(c, confidence_words(c, set().union(*(seen[i.id] for i in incidents if i.confidence is c))))
+            for c in Confidence if any(i.confidence is c for i in incidents)]
+
+
 def accounting(inp: "InputSummary") -> str:
     """``16 lines read = 15 events + 0 duplicates + 1 quarantined`` (``+ N ignored`` when a
     vocabulary ignores lines), and how many events are unplaced, when any are (SPEC rev 3)."""
@@ -166,11 +222,12 @@ def ignored_entries(inp: "InputSummary", samples: int = 3, limit: int | None = N
     return out
 
 
-def lost_head(result: "AuditResult") -> str:
+def lost_head(result: "AuditResult", shown: int | None = None) -> str:
     """``7 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0)``, with the
     unreadable values that lose evidence when there are any (SPEC rev 3), then the unplaced events
     against their own allowance (``1 unplaced event (more than --allow-unplaced 0)``, rev 3.1):
-    every allowance that was used is named."""
+    every allowance that was used is named. When ``lost_items`` lists fewer quarantined lines than
+    there are (``shown``, its limit), it says so: ``; the first 5 of 6 quarantined lines`` (issue 45)."""
     within = "within" if result.lost_lines <= result.allow_quarantined else "more than"
     extra = ""
     if result.malformed_lost:
@@ -182,6 +239,9 @@ def lost_head(result: "AuditResult") -> str:
         within = "within" if result.unplaced_lost <= result.allow_unplaced else "more than"
         head += (f", {plural(result.unplaced_lost, 'unplaced event')} "
                  f"({within} --allow-unplaced {num(result.allow_unplaced)})")
+    listed = min(len(result.input.quarantine), shown if shown is not None else result.input.quarantined)
+    if listed < result.input.quarantined:
+        head += f"; the first {num(listed)} of {num(result.input.quarantined)} quarantined lines"
     return head
 
 

@@ -35,7 +35,7 @@ _TO_A_HUMAN = "Hand the run to a human with the delta between the original and t
 _DECLARED = (
     GradeSpec("stale_activity", "a displaced process is still running",
               "Stop or quarantine the old worker; verify it emits nothing more.",
-              "a displaced process is still running", "#a16207", "yellow"),
+              "a displaced process is still running", "#4d7c0f", "yellow"),
     GradeSpec("rejected_attempt", "the fence held: near miss",
               "Keep the rejection receipt; find why the lease was lost; check the current owner still progresses.",
               "the sink rejected it: the fence held", "#2563eb", "cyan"),
@@ -44,20 +44,20 @@ _DECLARED = (
               "remains.", "a compensation record reversed one application (verify it)", "#0d9488", "blue"),
     GradeSpec("stale_attempt", "it may or may not have taken effect",
               "Query the destination by effect key; treat as a possible stale commit.",
-              "no rejection is recorded: it may have taken effect", "#ea580c", "magenta"),
+              "no rejection is recorded: it may have taken effect", "#b45309", "magenta"),
     GradeSpec("unauthorized_attempt", "an effect was attempted without a valid mandate",
               _TO_A_HUMAN + "query the destination by effect key.",
-              "no rejection is recorded: it may have taken effect without a valid mandate", "#c2410c",
+              "no rejection is recorded: it may have taken effect without a valid mandate", "#db2777",
               "bright_magenta"),
     GradeSpec("stale_commit", "the fence failed or did not exist: correctness incident",
               "Freeze further effects for this key; check the result; decide whether compensation is safe.",
               "a displaced owner changed the outside world", "#dc2626", "red"),
     GradeSpec("unauthorized_commit", "an effect took place without a valid mandate",
               _TO_A_HUMAN + "decide whether the effect must be reversed.",
-              "it took effect without a valid mandate", "#9f1239", "bold bright_red"),
+              "it took effect without a valid mandate", "#7f1d1d", "bold bright_red"),
     GradeSpec("double_commit", "the effect happened twice",
               "Treat the outcome as uncertain until an outcome_verified predicate or a human confirms it; "
-              "never auto-resolve by retrying the current owner.", "the effect happened twice", "#9333ea",
+              "never auto-resolve by retrying the current owner.", "the effect happened twice", "#7c3aed",
               "bold red"),
 )
 

@@ -60,6 +60,7 @@ class RecordAudit(LiveAudit):
     def __init__(self, keeper: Keeper, **kwargs: Any) -> None:
         self._keeper = keeper
         self._alerted_at: OrderedDict[tuple[str, Any], str] = OrderedDict()  # (key, seq) -> grade alerted
+        self.alerts_raised = 0  # alerts this process raised (each a line on stderr): /healthz "alerts"
         super().__init__(**kwargs)
 
     def rebuild(self, db: Path, wait: float, log: logging.Logger) -> int:
@@ -122,6 +123,7 @@ class RecordAudit(LiveAudit):
         self._alerted_at.move_to_end(at)
         self._trim()
         self._keeper.put_alert((incident, f.id, f.grade.value, f.workflow_key, f.seq))
+        self.alerts_raised += 1
         return True
 
     def _trim(self) -> None:

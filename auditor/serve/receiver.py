@@ -237,7 +237,8 @@ class Receiver:
                 "persisted": k.persisted, "quarantined": k.quarantined, "unwritten": k.unwritten,
                 "spooled": self.spool.written, "spool_syncs": self.spool.syncs, "store_retries": k.retries,
                 "persist_failures": 0, "late_events": a.detector.late_events, "evicted_keys": a.detector.evicted_keys,
-                "alerts": len(a._alerted), "decoders": self.config.decoders if self._pool is not None else 0}  # noqa: SLF001
+                # issue 45: "alerts" counts the alerts raised (the stderr lines), not the incidents alerted
+                "alerts": a.alerts_raised, "incidents_alerted": len(a._alerted), "decoders": self.config.decoders if self._pool is not None else 0}  # noqa: SLF001
 
     def document_list(self, key: str) -> tuple[bytes, dict[str, str]]:
         """``key`` ("findings" or "incidents") of the batch audit of everything acknowledged so far,

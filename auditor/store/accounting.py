@@ -37,6 +37,12 @@ class Accounting:
                                 SQL["unplaced_first"], [first]).fetchall()],
                             skipped=list(self.skipped))
 
+    def quarantine_reasons(self, first: int = 5) -> tuple[list[tuple[str, int, str, int]], int]:
+        """The ``first`` most frequent quarantine reasons as ``(reason, lines, file, first line)``,
+        and how many distinct reasons there are in all."""
+        rows = self.con.execute(SQL["quarantine_reasons"], [first]).fetchall()
+        return [(r[0], int(r[1]), r[2], int(r[3])) for r in rows], int(rows[0][4]) if rows else 0
+
     def unplaced_kinds(self) -> dict[str, int]:
         """How many events of each kind are unplaced (SPEC rev 3: no seq in a key ordered by seq)."""
         return dict(self.con.execute(SQL["unplaced"]).fetchall())

@@ -445,6 +445,19 @@ FROM d JOIN sources s USING (source_id)
 GROUP BY d.source_id, s.name, d.field
 ORDER BY d.source_id, d.field;
 
+-- name: quarantine_reasons
+-- Each distinct reason, most frequent first, with its first file and line; $1 of them.
+WITH r AS (
+    SELECT q.reason, count(*) OVER (PARTITION BY q.reason) AS lines, s.name, q.line, q.source_id,
+           row_number() OVER (PARTITION BY q.reason ORDER BY q.source_id, q.line) AS rn
+    FROM quarantine q JOIN sources s USING (source_id)
+), n AS (SELECT count(DISTINCT reason) AS reasons FROM quarantine)
+SELECT r.reason, r.lines, r.name, r.line, n.reasons
+FROM r, n
+WHERE r.rn = 1
+ORDER BY r.lines DESC, r.source_id, r.line
+LIMIT $1;
+
 -- name: quarantine_first
 SELECT s.name, q.line, q.reason
 FROM quarantine q JOIN sources s USING (source_id)

@@ -77,9 +77,10 @@ def test_expect_with_lost_lines_is_never_pass(lossy, tmp_path):
     p = run_cli("audit", str(lossy), "--expect", expected, "--quiet")
     assert (p.returncode, p.stdout, p.stderr) == (3, b"", b"")
     p = run_cli("audit", str(lossy), "--expect", expected)
-    assert out(p)[-3:] == [
+    assert out(p)[-4:] == [
         "lost: 1 quarantined line, 0 event_id conflicts (more than --allow-quarantined 0):",
         f'  {lossy}:10: "epoch" is "seventeen", expected an integer in int64 range',
+        f"--expect {expected} decides the exit code (3):",
         "INCOMPLETE: all 2 expected findings found, nothing else, but 1 line lost: a pass cannot be claimed",
     ]
     wrong = tmp_path / "wrong.json"
@@ -311,7 +312,8 @@ def test_terminal_words_for_the_seed():
         "        2. Freeze further effects for this key; check the result; decide whether compensation is safe.",
         "        3. Query the destination by effect key; treat as a possible stale commit.",
         "        4. Stop or quarantine the old worker; verify it emits nothing more.",
-        "confidence: high: order from seq, and every commit reported by the sink or the coordinator.",
+        "confidence: high: order from seq, and no commit reported only by the worker (findings reported by sink, "
+        "worker).",
     ]
 
 

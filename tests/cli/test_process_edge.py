@@ -159,3 +159,29 @@ def test_write_atomic(tmp_path):
     assert log.read_text() == "evidence\n"
     with pytest.raises(OutputError, match="check that its folder exists"):
         write_atomic(tmp_path / "missing" / "r.html", "<html>")
+
+
+@pytest.mark.parametrize("args, earned", [
+    (["audit", "fixtures/clean_handover.jsonl"], 0), (["audit", str(SEED)], 1),
+    (["audit", "fixtures/clean_handover.jsonl", "--expect", "fixtures/clean_handover.expected.json"], 0),
+    (["map", str(SEED)], 0)])
+def test_a_pipe_closed_before_the_first_line_keeps_the_earned_exit_code(args, earned):
+    """Issue 45: the reader is gone before anything is written (rich's console turned that into
+    exit 1): every run, not most of them, ends with the verdict's code and no traceback."""
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-m", "auditor", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdout.close()  # nobody reads: the first write meets a closed pipe
+        err = p.stderr.read().decode()
+        p.wait(timeout=120)
+        assert (p.returncode, err) == (earned, "")
+
+
+def test_audit_piped_into_head_exits_with_the_audit_code():
+    """The shell's own pipe, as an operator types it: ``auditor audit clean | head -c 1``, three times."""
+    auditor = Path(sys.executable).with_name("auditor")
+    for _ in range(3):
+        shell = subprocess.run(["bash", "-c", f"'{auditor}' audit fixtures/clean_handover.jsonl | head -c 1; "
+                                "echo \" ${PIPESTATUS[0]}\""], cwd=ROOT, capture_output=True, text=True,
+                               timeout=120)
+        assert (shell.stdout, shell.stderr) == ("s 0\n", "")

@@ -172,8 +172,8 @@ def test_seed_context_header(seed):
     assert dataclasses.astuple(ctx.input) == (
         ["fixtures/seed_split_brain.jsonl"], "16", "16", "0", "0", "", "", "authoritative", [], 0, [])
     assert [(s.label, s.value) for s in ctx.stats] == [
-        ("workflows", "3"), ("acquisitions", "5"), ("handovers", "2"), ("clean handovers", "1"),
-        ("incidents", "1"), ("diagnostics", "0")]
+        ("workflows", "3"), ("acquisitions", "5"), ("handovers", "2"), ("clean handover", "1"),
+        ("incident", "1"), ("diagnostics", "0")]
     assert ctx.notes == []
     assert [(w.workflow_key, w.severity, w.findings) for w in ctx.workflows] == [
         (SEED_KEY, "double_commit", 4), ("checkout/sync/cart-881", "", 0),
@@ -197,7 +197,7 @@ def test_seed_incident_card(seed):
         ("last stale", "seq 8 \u00b7 effect_committed \u00b7 2026-07-26T02:08:00Z \u00b7 fixtures/seed_split_brain.jsonl:8"),
         ("sink", "committed"),
         ("verification", "unverified"),
-        ("confidence", "high"),
+        ("confidence", "high: findings reported by sink, worker"),
         ("freshness", "last stale event 8 min before the newest event"),
     ]
     assert [dataclasses.astuple(e) for e in card.effects] == [
@@ -261,7 +261,7 @@ def test_seed_dom(seed, seed_html):
     (card,) = root.find_all("article", "card")
     assert card.attrs["id"] == seed.incidents[0].id
     assert [p.text() for p in card.find_all("p", "witness")] == [seed.incidents[0].witness]
-    assert card.find_all("div", "response")[0].find_all("p")[0].text() == seed.incidents[0].response
+    assert [li.text() for li in card.find_all("div", "response")[0].find_all("li")] == list(seed.incidents[0].responses)
     assert root.find_all("title")[0].text() == "FAIL: Split-brain audit: seed_split_brain.jsonl"
     accounting = root.find_all("div", "accounting")[0].text()
     assert "16 lines read = 16 events + 0 duplicates + 0 quarantined; ordering authoritative." in accounting

@@ -18,7 +18,7 @@ from ...explain.incidents import MAX_CARDS, MAX_CLEAN_TIMELINES, by_urgency, tim
 from ...core.model import Finding, Incident
 from ...explain.result import AuditResult, WorkflowSummary
 from ...rules.grades import ordered, spec
-from ..words import transition
+from ..words import actions, not_displaced, reported_by, transition
 from .format import _duration, _key_anchor, _num, _opt, _owner, _short_owner
 from .input_view import InputView, input_view
 from .lease import LeaseHealthView, lease_view
@@ -53,6 +53,8 @@ class Fact:
     label: str
     value: str
     css: str = ""
+    parts: tuple[str, ...] = ()  # the value's " \u00b7 "-separated parts, each kept on one line
+    where: str = ""  # the value's file:line, its last part: broken only after a "/" (or where it cannot fit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ class IncidentCard:
     meaning: str  # MEANINGS of the severity
     witness: str  # Incident.witness, verbatim
     response: str  # Incident.response (RESPONSES of the severity), verbatim
+    responses: tuple[str, ...]  # every action the incident's findings call for, most urgent first
     facts: list[Fact]  # owner, transition, window, sink, verification, confidence, freshness
     effects: list[EffectRow]
     grades: list[GradeCount]  # findings of this incident, most severe first
@@ -204,12 +207,10 @@ def build_context(result: AuditResult) -> ReportContext:
         grade_counts=[GradeCount(g.grade, counts.get(g.grade, 0), g.meaning) for g in ordered()],
         total_findings=len(result.findings),
         input=input_view(result),
-        stats=[Fact("workflows", _num(summary["workflows"])),
-               Fact("acquisitions", _num(summary["acquisitions"])),
-               Fact("handovers", _num(summary["handovers"])),
-               Fact("clean handovers", _num(summary["clean_handovers"])),
-               Fact("incidents", _num(len(incidents))),
-               Fact("diagnostics", _num(len(result.diagnostics)))],
+        stats=[_stat(n, noun) for n, noun in (
+            (summary["workflows"], "workflow"), (summary["acquisitions"], "acquisition"),
+            (summary["handovers"], "handover"), (summary["clean_handovers"], "clean handover"),
+            (len(incidents), "incident"), (len(result.diagnostics), "diagnostic"))],
         cards=cards,
         clean_timelines=clean_timelines, clean_note=clean_note,
         groups=groups, findings_defer=_defer(len(result.findings) + len(groups)),
@@ -219,6 +220,11 @@ def build_context(result: AuditResult) -> ReportContext:
         notes=notes,
         lease=lease_view(result.lease_health, result.diagnostics),
     )
+
+
+def _stat(n: int, noun: str) -> Fact:
+    """A count of the summary line, its noun in the number's form: ``1 clean handover``, ``2 incidents``."""
+    return Fact(noun if n == 1 else noun + "s", _num(n))
 
 
 def _cards(carded: list[Incident], by_incident: dict[str, list[Finding]],
@@ -270,11 +276,10 @@ def _title(result: AuditResult) -> str:
 
 def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref: str | None,
           no_timeline: str | None) -> IncidentCard:
-    facts = [
-        Fact("displaced owner", _owner(inc.displaced.worker, inc.displaced.epoch), "displaced"),
-        Fact("current owner", _owner(inc.current.worker, inc.current.epoch), "current"),
-        Fact("transition", transition(inc) or "not seen"),
-    ]
+    facts = [Fact("owner", _owner(inc.current.worker, inc.current.epoch) + ", the current owner")] if not_displaced(
+        inc) else [Fact("displaced owner", _owner(inc.displaced.worker, inc.displaced.epoch), "displaced"),
+                   Fact("current owner", _owner(inc.current.worker, inc.current.epoch), "current")]
+    facts.append(Fact("transition", transition(inc) or "not seen"))
     if inc.window_first_seq is not None and inc.window_last_seq is not None:
         word, first, last = "seq", inc.window_first_seq, inc.window_last_seq
     else:
@@ -288,13 +293,15 @@ def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref
     for label, stale in (("first stale", inc.first_stale), ("last stale", inc.last_stale)):
         if stale is not None:  # not "ref": that is the timeline's anchor, linked below
             parts = [f"seq {stale.seq}" if stale.seq is not None else f"position {stale.position} (no seq)",
-                     stale.kind.value] + (
-                [stale.ts] if stale.ts else []) + ([f"{stale.file}:{stale.line}"] if stale.file and stale.line else [])
-            facts.append(Fact(label, " \u00b7 ".join(parts)))
+                     stale.kind.value] + ([stale.ts] if stale.ts else [])
+            where = f"{stale.file}:{stale.line}" if stale.file and stale.line else ""
+            facts.append(Fact(label, " \u00b7 ".join(parts + ([where] if where else [])), "wide", tuple(parts),
+                              where))
     facts.append(Fact("sink", inc.sink_outcome.value if inc.sink_outcome else "no effect",
                       f"sink-{inc.sink_outcome.value}" if inc.sink_outcome else ""))
     facts.append(Fact("verification", inc.verification, f"v-{inc.verification.replace('/', '')}"))
-    facts.append(Fact("confidence", inc.confidence.value, f"c-{inc.confidence.value}"))
+    facts.append(Fact("confidence", f"{inc.confidence.value}: {reported_by(f.reporter or '' for f in findings)}",
+                      f"c-{inc.confidence.value}"))
     if inc.freshness_seconds is not None:
         facts.append(Fact("freshness", f"last stale event {_duration(inc.freshness_seconds)} "
                                        "before the newest event"))
@@ -307,7 +314,7 @@ def _card(inc: Incident, findings: list[Finding], timeline: Timeline | None, ref
                for e in inc.effects]
     return IncidentCard(
         id=inc.id, workflow_key=inc.workflow_key, severity=inc.severity.value,
-        meaning=spec(inc.severity).meaning, witness=inc.witness, response=inc.response,
+        meaning=spec(inc.severity).meaning, witness=inc.witness, response=inc.response, responses=actions(inc),
         facts=facts, effects=effects, grades=grades,
         finding_ids=[f.id for f in sorted(findings, key=lambda f: (f.place, f.grade.rank))],
         timeline=timeline, timeline_ref=ref, timeline_note=no_timeline)

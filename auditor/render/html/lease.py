@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from ...detect.lease.facts import GroupHealth, LeaseHealth, Takeover
 from ...core.model import Diagnostic, DiagnosticKind
-from ..words import LEASE_COLUMNS, at_diagnostic, lease_head, lease_row, lease_rule, secs
+from ...rules.lease import MIN_GAPS
+from ..words import LEASE_COLUMNS, at_diagnostic, lease_head, lease_row, lease_rule, plural, secs
 from .format import _key_anchor, _short_owner
 from .lease_chart import LeaseChart, chart
 
@@ -61,11 +62,12 @@ class GroupView:
     rule: str  # words.lease_rule: AT RISK, safe, too few gaps, no lease_until
     rule_css: str  # "risk", "safe" or "unjudged"
     at_risk: bool
-    chart: LeaseChart
+    chart: LeaseChart | None  # None when there is too little to draw (no_chart says why)
     takeovers: list[TakeoverRow]
     takeovers_more: int
     diagnostics: list[LeaseDiagnosticRow]
     diagnostics_more: int
+    no_chart: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +121,13 @@ def _group(g: GroupHealth, anchor: str, r: int, takeovers: list[tuple[str, Takeo
              for d in ordered[:MAX_NOTES]]
     rule = lease_rule(g)
     css = "risk" if g.at_risk else "safe" if rule == "safe" else "unjudged"
-    return GroupView(anchor, g.label, rule, css, g.at_risk, chart(g, r), rows,
-                     max(0, len(takeovers) - MAX_ROWS), diags, max(0, len(diagnostics) - MAX_NOTES))
+    # Two heartbeat lines make one gap: a chart of one dot says nothing the table does not (issue 45).
+    drawn = len(g.gaps) >= MIN_GAPS or bool(g.takeover_ages)
+    no_chart = "" if drawn else (
+        f"No chart: {plural(len(g.gaps), 'heartbeat gap')} and no takeover; the timing rule needs "
+        f"{MIN_GAPS} gaps or more (heartbeat=ok or lost lines of one owner) to say anything.")
+    return GroupView(anchor, g.label, rule, css, g.at_risk, chart(g, r) if drawn else None, rows,
+                     max(0, len(takeovers) - MAX_ROWS), diags, max(0, len(diagnostics) - MAX_NOTES), no_chart)
 
 
 def _takeover(key: str, t: Takeover) -> TakeoverRow:
