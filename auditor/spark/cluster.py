@@ -173,6 +173,10 @@ _CAUSES: list[tuple[re.Pattern, str]] = [
     (re.compile(r"(?:FileNotFoundError|No such file or directory)[^\n]*?'?(/[^\s',)]+)"),
      "an executor cannot read {0} (no such file on that worker): every worker must see the input "
      "at the same path (a shared filesystem), or give it by URL (hdfs://, s3a://)"),
+    (re.compile(r"OutOfMemoryException: Out of Memory Error: [^(\n]*\(([^)]*used)\)"),
+     "DuckDB in an executor ran out of the memory it was given ({0}); raise AUDITOR_MEMORY_LIMIT (or "
+     "leave it unset: a share of the worker's memory), or give the audit more partitions (--spark-conf "
+     "spark.sql.shuffle.partitions=N)"),
     (re.compile(r"OutOfMemoryError|Java heap space|GC overhead limit exceeded"),
      "an executor ran out of memory; raise it (--spark-conf spark.executor.memory=4g), or split "
      "the input into smaller files (a compressed or non-JSON-lines file is read whole by one task)"),

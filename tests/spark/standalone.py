@@ -53,7 +53,7 @@ class Cluster:
         spark_class = str(SPARK_HOME / "bin" / "spark-class")
         self._spawn("master", [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(self.port), "--webui-port", str(self.ui)])
-        self._wait(lambda: _json(f"http://127.0.0.1:{self.ui}/json/"), "the master")
+        self._wait(self._bound, "the master")
         for n in range(1, self.workers + 1):
             work = self.base / f"worker{n}"
             work.mkdir()
@@ -64,6 +64,20 @@ class Cluster:
             self._spawn(f"worker{n}", cmd)
         self._wait(lambda: sum(w["state"] == "ALIVE" for w in _json(f"http://127.0.0.1:{self.ui}/json/")["workers"]) == self.workers,
                    f"{self.workers} workers")
+
+    def _bound(self) -> bool:
+        """Whether the master is up, and where: a port taken meanwhile (another cluster's on
+        this machine) makes Spark take the next, which its log says."""
+        import re
+
+        log = (self.base / "master.log").read_text(errors="replace")
+        rpc = re.search(r"Starting Spark master at spark://127\.0\.0\.1:(\d+)", log)
+        ui = re.search(r"Bound MasterWebUI to 127\.0\.0\.1, and started at http://[^:]+:(\d+)", log)
+        if not (rpc and ui):
+            return False
+        self.port, self.ui = int(rpc.group(1)), int(ui.group(1))
+        self.url = f"spark://127.0.0.1:{self.port}"
+        return True
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
         log = open(self.base / f"{name}.log", "wb")
@@ -76,7 +90,7 @@ class Cluster:
             try:
                 if ready():
                     return
-            except OSError:
+            except (OSError, ValueError):  # not up yet
                 pass
             time.sleep(0.5)
         raise RuntimeError(f"{what} did not start in {timeout:.0f} s; see {self.base}/*.log")

@@ -420,6 +420,9 @@ def test_a_failure_on_the_executors_is_one_line_naming_its_cause(tmp_path):
         "Job aborted: java.lang.OutOfMemoryError: Java heap space\n\tat java.util.Arrays.copyOf":
             "an executor ran out of memory; raise it (--spark-conf spark.executor.memory=4g)",
         "Python worker exited unexpectedly (crashed)": "an executor's Python was killed",
+        "_duckdb.OutOfMemoryException: Out of Memory Error: failed to pin block of size 256.0 KiB "
+        "(30.4 MiB/30.5 MiB used)": "DuckDB in an executor ran out of the memory it was given "
+                                    "(30.4 MiB/30.5 MiB used); raise AUDITOR_MEMORY_LIMIT",
     }
     for text, said in cases.items():
         e = explain(RuntimeError(text + "\n" + "\tat x.y\n" * 300))
