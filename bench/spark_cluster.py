@@ -20,13 +20,14 @@ equal, and whether the cluster's findings by grade equal the generator's truth, 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale import ROOT, auditor_command, by_grade, document_findings, finding_key, generate, log_arguments, measure, say  # noqa: E402
+from scale import ROOT, auditor_command, by_grade, document_findings, generate, log_arguments, measure, say  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from tests.spark.standalone import Cluster  # noqa: E402
@@ -67,8 +68,13 @@ def bench(args, events: int, cluster: Cluster) -> None:
     found = by_grade(document_findings(out_k))
     say(f"  findings by grade {found}: {'equal to' if found == meta['truth'] else 'DIFFER from'} the truth")
     if single is not None:
-        same = sorted(map(finding_key, document_findings(out_k))) == sorted(
-            map(finding_key, document_findings(args.dir / f"{log.stem}.single.json")))
+        from collections import Counter  # findings hold None and lists: compared as multisets of JSON
+
+        def key(f: dict) -> str:
+            return json.dumps(f, sort_keys=True)
+
+        same = Counter(map(key, document_findings(out_k))) == Counter(
+            map(key, document_findings(args.dir / f"{log.stem}.single.json")))
         say(f"  findings {'equal' if same else 'DIFFER'} to one machine's; cluster / one machine = "
             f"{run.seconds / single.seconds:.2f}x")
 
