@@ -150,8 +150,8 @@ def audit(df_or_paths: "DataFrame | Iterable[str | os.PathLike] | str | os.PathL
     auditor before anything is read; a failure on them is a ``SparkFailed`` naming its cause.
     ``allow_quarantined``, ``scope``, ``vocabulary``, ``limits``, ``by`` and ``heartbeat_misses``
     mean what they mean for ``auditor.audit``; lease health is measured on the driver over the
-    events of the keys that carry lease evidence. Blocking; raises the ``AuditorError``s ``auditor.audit`` raises, and
-    ``SparkUnavailable``.
+    events of the keys that carry lease evidence. Blocking; raises the ``AuditorError``s ``auditor.audit`` raises,
+    ``SparkUnavailable``, and ``SparkFailed`` (a failure on the executors, in one line).
     """
     return run(df_or_paths, fmt=fmt, fail_on=fail_on, keep_payloads=keep_payloads, spark=spark,
                master=master, partitions=partitions, spark_conf=spark_conf, archive=archive,
@@ -176,12 +176,13 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
     archive = None if archive is None else str(archive)
     if spark is None:  # first: it says how to install pyspark when it is missing
         spark = session(master, conf=spark_conf, archive=archive)
-    else:
-        cluster.executors_python(spark, archive)
+    cluster.executors_python(spark, archive)  # a caller's session (or the active one) too
     cluster.check_executors(spark)
     try:
         return _run(spark, df_or_paths, fmt, fail_on, keep_payloads, partitions, split_bytes,
                     allow_quarantined, scope, vocabulary, limits, by, heartbeat_misses)
+    except AuditorError:
+        raise
     except Exception as e:  # a task that failed on an executor comes as a Py4J trace: one line
         raise cluster.explain(e) from e
 
