@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from ..normalize.sample import SAMPLE_LINES
-from .options import (BY, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_MASTER, WAIT,
+from .options import (BY, DEBUG, ENGINE, ENGINES, FORMAT, KEEP, MAP, MODES, PATHS, QUIET, SPARK_ARCHIVE,
+                      SPARK_CONF, SPARK_MASTER, WAIT,
                       Reporting, check_outputs, choice, errors, fail, input_format, one_map, progress_bar,
                       reporting, step)
 
@@ -62,6 +63,9 @@ def audit(
     vocabulary: Optional[list[Path]] = MAP,
     engine: str = ENGINE,
     spark_master: Optional[str] = SPARK_MASTER,
+    spark_conf: Optional[list[str]] = SPARK_CONF,
+    spark_archive: Optional[str] = SPARK_ARCHIVE,
+    debug: bool = DEBUG,
     *,
     rep: Reporting,
 ) -> None:
@@ -76,15 +80,26 @@ def audit(
     if spark and db is not None:
         raise fail("--db keeps a DuckDB store, which --engine spark does not build; drop --db, "
                    "or use --engine duckdb")
-    if spark_master is not None and not spark:
-        raise fail("--spark-master needs --engine spark")
+    for given, flag in ((spark_master, "--spark-master"), (spark_conf, "--spark-conf"),
+                        (spark_archive, "--spark-archive")):
+        if given and not spark:
+            raise fail(f"{flag} needs --engine spark")
+    if debug:
+        import os
+
+        os.environ["AUDITOR_DEBUG"] = "1"
     rep.outputs.check(paths, db)
     with errors():
         if spark:
             from ..spark import audit as spark_audit
+            from ..spark.cluster import conf_of, quiet_jvm
 
+            conf = conf_of(spark_conf)
+            if rep.quiet:
+                quiet_jvm()
             result = spark_audit(paths, fmt=fmt, fail_on=rep.fail_on, keep_payloads=keep_payloads,
-                                 vocabulary=vocabulary, master=spark_master,
+                                 vocabulary=vocabulary, master=spark_master, spark_conf=conf,
+                                 archive=spark_archive,
                                  scope=rep.scope, **rep.allowances, **rep.lease)
         else:
             with held_while(db, "auditor audit --db"):

@@ -79,6 +79,13 @@ ENGINE = typer.Option("duckdb", "--engine", metavar="ENGINE", autocompletion=lam
                            "(pip install 'split-brain-auditor[spark]').")
 SPARK_MASTER = typer.Option(None, "--spark-master", metavar="URL",
                             help="Spark master URL for --engine spark (default local[*]).")
+# Issue 46: Spark on a cluster (one block: other options land above).
+SPARK_CONF = typer.Option(None, "--spark-conf", metavar="KEY=VALUE",
+                          help="A Spark setting for --engine spark, e.g. spark.executor.memory=1g; repeatable.")
+SPARK_ARCHIVE = typer.Option(None, "--spark-archive", metavar="PATH",
+                             help="A packed Python environment (venv-pack .tar.gz, local or URL) shipped to "
+                                  "the executors (spark.archives) and run there.")
+DEBUG = typer.Option(False, "--debug", help="On an unexpected error, show the full trace (Spark's too).")
 
 
 def fail(message: str, details: tuple[str, ...] = ()) -> typer.Exit:
@@ -105,6 +112,10 @@ def errors() -> Iterator[None]:
             check()  # DuckDB turns a signal into "Query interrupted": report the signal instead
             raise
     except AuditorError as e:
+        if os.environ.get("AUDITOR_DEBUG") and e.__cause__ is not None:  # --debug: the cause's trace too
+            import traceback
+
+            traceback.print_exception(e.__cause__, file=sys.stderr)
         raise fail(str(e), getattr(e, "details", ()))
     except OSError as e:
         raise fail(f"{e.filename or ''}: {e.strerror or e}".lstrip(": "))

@@ -21,9 +21,12 @@ if TYPE_CHECKING:
 CHUNK_BYTES = 32 << 20
 
 
-def jsonl_chunks(source: Source, progress: Progress | None = None,
-                 chunk_bytes: int = CHUNK_BYTES) -> Iterator["pa.Table"]:
-    """Raw lines of a JSON-lines file in chunks of about ``chunk_bytes``, numbered from 1.
+def jsonl_chunks(source: Source, progress: Progress | None = None, chunk_bytes: int = CHUNK_BYTES,
+                 span: tuple[int, int, int] | None = None) -> Iterator["pa.Table"]:
+    """Raw lines of a JSON-lines file in chunks of about ``chunk_bytes``, numbered from 1; or,
+    given ``span = (start, end, first_line)`` (an uncompressed file, ``start`` and ``end`` at
+    line starts), the lines of those bytes only, the first numbered ``first_line``: one piece of
+    a file split for several readers (the Spark engine), numbered as the whole file is.
 
     A line longer than ``source.limits.max_line_bytes`` is quarantined with a reason that names
     the limit, and only ever held up to that size: the bytes past it are read and dropped, so a
@@ -34,14 +37,17 @@ def jsonl_chunks(source: Source, progress: Progress | None = None,
     import pyarrow as pa
 
     max_line = source.limits.max_line_bytes
-    first_line = 1
+    first_line = 1 if span is None else span[2]
     carry = b""
     skipping = False  # inside a line already longer than max_line: drop bytes up to its newline
     compressed = compression_of(source.path) is not None
-    with open_bytes(source.path, source.limits, source.name) as f:
+    with open_bytes(source.path, source.limits, source.name) if span is None else open(source.path, "rb") as f:
+        left = None if span is None else span[1] - f.seek(span[0])
         while True:
             try:
-                block = f.read(chunk_bytes)
+                block = f.read(chunk_bytes if left is None else min(chunk_bytes, left))
+                if left is not None:
+                    left -= len(block)
             except DamagedStream as e:
                 if not e.truncated:
                     raise _corrupt(source, first_line, e) from e

@@ -55,7 +55,8 @@ from ..explain.result import AuditResult, AuditSession, InputSummary, Quarantine
 from ..explain.scope import Scope
 from ..normalize.vocabulary import Vocabulary, vocabulary_of
 from ..store.ignored import summarize
-from . import tasks
+from . import cluster, tasks
+from .cluster import SparkFailed
 from .events import (SparkStats, _conflicts, _first_observations, _lease_health, _malformed, _merge, _numbered,
                      _timelines)
 from .inputs import DATAFRAME, _dataframe_stage1, _error, _files_stage1, _first_line, _sources
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-__all__ = ["audit", "run", "session", "SparkStats", "SparkUnavailable"]
+__all__ = ["audit", "run", "session", "SparkFailed", "SparkStats", "SparkUnavailable"]
 
 INSTALL = "pip install 'split-brain-auditor[spark]'"
 #: Why a Spark result's events cannot be read back (its session holds no store).
@@ -78,10 +79,11 @@ class SparkUnavailable(AuditorError):
 
 
 def session(master: str | None = None, partitions: int | None = None,
-            conf: dict[str, str] | None = None) -> "SparkSession":
+            conf: dict[str, str] | None = None, archive: str | None = None) -> "SparkSession":
     """The active Spark session, or a new one on ``master`` (default ``local[*]``, unless run by
-    ``spark-submit``, whose master wins) with ``conf`` (e.g. ``spark.driver.memory``). Raises
-    ``SparkUnavailable`` with how to fix it."""
+    ``spark-submit``, whose master wins) with ``conf`` (e.g. ``spark.executor.memory``), the
+    driver's ``AUDITOR_*`` variables for the executors, and ``archive`` (a packed environment,
+    ``cluster.settings``). Raises ``SparkUnavailable`` with how to fix it."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as e:
@@ -108,14 +110,16 @@ def session(master: str | None = None, partitions: int | None = None,
         builder = builder.master(master or "local[*]")
     if partitions is not None:
         builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
-    for key, value in (conf or {}).items():
+    for key, value in cluster.settings(conf, archive, master).items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with cluster.jvm_output():
+            spark = builder.getOrCreate()
     except Exception as e:  # pyspark's launcher errors (Java too old, gateway exited) vary by version
         raise SparkUnavailable(f"cannot start Spark ({_first_line(e)}); Spark 4 needs Java 17 or "
                                f"newer and pyspark 4 ({INSTALL})") from e
     spark.sparkContext.setLogLevel("ERROR")
+    cluster.executors_python(spark, archive)
     return spark
 
 
@@ -123,8 +127,9 @@ def session(master: str | None = None, partitions: int | None = None,
 def audit(df_or_paths: "DataFrame | Iterable[str | os.PathLike] | str | os.PathLike", *,
           fmt: str = "auto", fail_on: Grade | str = Grade.STALE_ATTEMPT, keep_payloads: bool = False,
           spark: "SparkSession | None" = None, master: str | None = None,
-          partitions: int | None = None, allow_quarantined: int = 0, allow_unplaced: int = 0,
-          scope: Scope | None = None,
+          partitions: int | None = None, spark_conf: dict[str, str] | None = None,
+          archive: str | os.PathLike | None = None, split_bytes: int | None = None,
+          allow_quarantined: int = 0, allow_unplaced: int = 0, scope: Scope | None = None,
           vocabulary: Vocabulary | str | os.PathLike | None = None,
           limits: Limits | None = None, by: Iterable[str] | None = None,
           heartbeat_misses: int = 1) -> AuditResult:
@@ -135,22 +140,31 @@ def audit(df_or_paths: "DataFrame | Iterable[str | os.PathLike] | str | os.PathL
     ``df_or_paths``: a DataFrame of events (one column per field; or a single string column
     ``value`` holding one JSON object per row), or paths: local files and directories, ``-``, or
     any URL the Spark installation reads (``s3a://``, ``hdfs://``, ``file://``). ``partitions``:
-    how many workflow-key partitions to audit (default ``spark.sql.shuffle.partitions``).
+    how many workflow-key partitions to audit (default: ``spark.sql.shuffle.partitions`` when set,
+    else one per 32 MB of input, at least the cluster's cores). ``spark_conf``: settings of the
+    session started here (``spark.executor.memory``, ...); ``archive``: a packed Python
+    environment shipped to the executors (``spark.archives``) and run there; ``split_bytes``: the
+    piece of an uncompressed JSON-lines file one task reads (default 64 MiB, or
+    ``spark.auditor.splitBytes``). The executors run ``archive``'s Python, else ``PYSPARK_PYTHON``,
+    else this interpreter - in a session passed as ``spark`` too - and are checked to import the
+    auditor before anything is read; a failure on them is a ``SparkFailed`` naming its cause.
     ``allow_quarantined``, ``allow_unplaced``, ``scope``, ``vocabulary``, ``limits``, ``by`` and ``heartbeat_misses``
     mean what they mean for ``auditor.audit``; lease health is measured on the driver over the
-    events of the keys that carry lease evidence. Blocking; raises the ``AuditorError``s ``auditor.audit`` raises, and
-    ``SparkUnavailable``.
+    events of the keys that carry lease evidence. Blocking; raises the ``AuditorError``s ``auditor.audit`` raises,
+    ``SparkUnavailable``, and ``SparkFailed`` (a failure on the executors, in one line).
     """
     return run(df_or_paths, fmt=fmt, fail_on=fail_on, keep_payloads=keep_payloads, spark=spark,
-               master=master, partitions=partitions, allow_quarantined=allow_quarantined,
+               master=master, partitions=partitions, spark_conf=spark_conf, archive=archive,
+               split_bytes=split_bytes, allow_quarantined=allow_quarantined,
                allow_unplaced=allow_unplaced, scope=scope,
                vocabulary=vocabulary, limits=limits, by=by, heartbeat_misses=heartbeat_misses)[0]
 
 
 def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STALE_ATTEMPT,
         keep_payloads: bool = False, spark: "SparkSession | None" = None, master: str | None = None,
-        partitions: int | None = None, allow_quarantined: int = 0, allow_unplaced: int = 0,
-        scope: Scope | None = None,
+        partitions: int | None = None, spark_conf: dict[str, str] | None = None,
+        archive: str | os.PathLike | None = None, split_bytes: int | None = None,
+        allow_quarantined: int = 0, allow_unplaced: int = 0, scope: Scope | None = None,
         vocabulary: Vocabulary | str | os.PathLike | None = None,
         limits: Limits | None = None, by: Iterable[str] | None = None,
         heartbeat_misses: int = 1) -> tuple[AuditResult, SparkStats]:
@@ -160,13 +174,32 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
 
     check_options(by, heartbeat_misses)  # so does a bad lease option
     limits = limits or Limits.from_env()
-    spark = spark or session(master)  # first: it says how to install pyspark when it is missing
+    archive = None if archive is None else str(archive)
+    if spark is None:  # first: it says how to install pyspark when it is missing
+        spark = session(master, conf=spark_conf, archive=archive)
+    cluster.executors_python(spark, archive)  # a caller's session (or the active one) too
+    cluster.check_executors(spark)
+    try:
+        return _run(spark, df_or_paths, fmt, fail_on, keep_payloads, partitions, split_bytes,
+                    allow_quarantined, allow_unplaced, scope, vocabulary, limits, by, heartbeat_misses)
+    except AuditorError:
+        raise
+    except Exception as e:  # a task that failed on an executor comes as a Py4J trace: one line
+        raise cluster.explain(e) from e
+
+
+def _run(spark: "SparkSession", df_or_paths: Any, fmt: str, fail_on: Grade | str, keep_payloads: bool,
+         partitions: int | None, split: int | None, allow_quarantined: int, allow_unplaced: int,
+         scope: Scope | None,
+         vocabulary: Vocabulary, limits: Limits, by: Iterable[str] | None,
+         heartbeat_misses: int) -> tuple[AuditResult, SparkStats]:
     from pyspark import StorageLevel
 
     stats = SparkStats()
     skipped: list[SkippedPath] = []
     t = time.perf_counter()
-    stage1, names = _stage1(spark, df_or_paths, fmt, keep_payloads, vocabulary, limits, skipped)
+    stage1, names, size = _stage1(spark, df_or_paths, fmt, keep_payloads, vocabulary, limits, skipped,
+                                  cluster.split_bytes(spark, split))
     s1 = stage1.persist(StorageLevel.MEMORY_AND_DISK)
     kept = None
     try:
@@ -176,7 +209,8 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         t = time.perf_counter()
         kept = _numbered(_first_observations(s1)).persist(StorageLevel.MEMORY_AND_DISK)
         conflicts = _conflicts(kept, names)
-        n = partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+        n = cluster.partitions_for(spark, size, partitions)
+        stats.shuffle_partitions = n
         rows = _stage2(kept, names, files, n)
         stats.stage2_s = time.perf_counter() - t
 
@@ -205,18 +239,21 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
 
 
 def _stage1(spark: "SparkSession", df_or_paths: Any, fmt: str, keep_payloads: bool, vocabulary: Vocabulary,
-            limits: Limits, skipped: list[SkippedPath]) -> tuple["DataFrame", dict[int, str]]:
-    """Stage 1 (read + normalize) of a DataFrame or of paths, and the input files' names by source id."""
+            limits: Limits, skipped: list[SkippedPath],
+            split: int) -> tuple["DataFrame", dict[int, str], int]:
+    """Stage 1 (read + normalize) of a DataFrame or of paths, the input files' names by source id,
+    and the bytes of the local input files (what sizes the shuffle)."""
     from pyspark.sql import DataFrame
 
     if isinstance(df_or_paths, DataFrame):
-        return _dataframe_stage1(df_or_paths, keep_payloads, vocabulary), {1: DATAFRAME}
+        return _dataframe_stage1(df_or_paths, keep_payloads, vocabulary), {1: DATAFRAME}, 0
     paths = [df_or_paths] if isinstance(df_or_paths, (str, os.PathLike)) else list(df_or_paths)
     sources = _sources(spark, [str(p) for p in paths], limits, skipped)
     if not sources:
         check_events(InputSummary(skipped=skipped))
-    return (_files_stage1(spark, sources, fmt, keep_payloads, vocabulary, limits),
-            {sid: name for sid, name, _path, _url in sources})
+    size = sum(Path(path).stat().st_size for _sid, _name, path, url in sources if not url)
+    return (_files_stage1(spark, sources, fmt, keep_payloads, vocabulary, limits, split),
+            {sid: name for sid, name, _path, _url in sources}, size)
 
 
 def _accounting(s1: "DataFrame", names: dict[int, str],
@@ -232,7 +269,11 @@ def _accounting(s1: "DataFrame", names: dict[int, str],
     if failed:  # the single-node audit stops at the first file it cannot read
         raise _error(failed[0].reason, failed[0].message)
     files = sorted((r for r in meta if r.tag == "s"), key=lambda r: r.source_id)
-    stats.files = [(r.name, r.seconds) for r in files]
+    seconds: dict[str, float] = {}  # a file split in pieces: its pieces' seconds summed
+    for r in files:
+        seconds[r.name] = seconds.get(r.name, 0.0) + r.seconds
+    stats.files = list(seconds.items())
+    stats.pieces = len(files)
     quarantine = [QuarantinedLine(names[r.source_id], r.line, r.reason) for r in sorted(
         (r for r in meta if r.tag == "q"), key=lambda r: (r.source_id, r.line))][:tasks.QUARANTINE_FIRST]
     ignore = summarize((r.name, r.reason, r.ignored, names[r.source_id], r.line, json.loads(r.message))

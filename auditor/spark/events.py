@@ -148,5 +148,7 @@ class SparkStats:
     merge_s: float = 0.0     # unpickle and merge on the driver, narrow to the scope
     timelines_s: float = 0.0  # the timelines a report draws, from the events of their keys
     files: list[tuple[str, float]] = field(default_factory=list)  # (file, normalize seconds)
+    pieces: int = 0  # stage 1's tasks over files: one per file, several per file split
+    shuffle_partitions: int = 0  # the workflow-key partitions of stage 2
     # (partition, events, workflow keys, load seconds, detect + explain seconds)
     partitions: list[tuple[int, int, int, float, float]] = field(default_factory=list)

@@ -196,6 +196,7 @@ def normalize_files(batches: Iterable["pa.RecordBatch"], fmt: str, keep_payloads
 
     from ..core.errors import AuditorError
     from ..ingest import Source
+    from ..ingest.jsonl import jsonl_chunks
     from ..store.feed import read_source
 
     for batch in batches:
@@ -209,16 +210,58 @@ def normalize_files(batches: Iterable["pa.RecordBatch"], fmt: str, keep_payloads
                     path = Path(tmp, Path(name).name or "input")
                     path.write_bytes(row["content"])
                 try:
-                    counts = read_source(store, Source(name, path, path.stat().st_size, limits), fmt)
+                    source = Source(name, path, path.stat().st_size, limits)
+                    if row.get("start") is None:
+                        counts = read_source(store, source, fmt)
+                    else:  # one piece of a split JSON-lines file, numbered as the whole file
+                        span = (row["start"], row["end"], row["first_line"])
+                        counts = store.ingest(name, "jsonl", jsonl_chunks(source, span=span))
                 except (AuditorError, OSError) as e:
                     # The driver raises it again, as the same class (LimitExceeded is an InputError).
                     error = type(e).__name__ if isinstance(e, AuditorError) else "InputError"
-                    message = str(e) if isinstance(e, AuditorError) else f"{name}: {e.strerror or e}"
+                    message = str(e) if isinstance(e, AuditorError) else _unreadable(name, e)
                     yield from _conform(pa.table({"tag": ["x"], "source_id": pa.array([sid], pa.int32()),
                                                   "name": [name], "reason": [error], "message": [message]}),
                                         _schema(STAGE1))
                     continue
                 yield from _normalized(store, sid, name, counts, time.perf_counter() - t0)
+
+
+def _unreadable(name: str, e: OSError) -> str:
+    """Why a file the driver found could not be read by the executor that was to read it."""
+    import errno
+    import socket
+
+    where = f"on the executor at {socket.gethostname()}"
+    if e.errno == errno.ENOENT:
+        return (f"{name}: no such file {where} (the driver sees it, this worker does not); every worker "
+                "must see the input at the same path (a shared filesystem), or give it by URL (hdfs://, s3a://)")
+    return f"{name}: cannot read it {where}: {e.strerror or e}"
+
+
+def newline_census(piece: tuple[int, str, int, int]) -> tuple[int, int, int, int, bool]:
+    """Where the lines of one byte range ``(source_id, path, start, stop)`` of a file begin:
+    ``(source_id, start, newlines in it, offset of its first newline or -1, whether its last
+    byte is a newline)``, read in blocks (bounded memory) for ``inputs._spans``."""
+    sid, path, start, stop = piece
+    count, first, last = 0, -1, False
+    with open(path, "rb") as f:
+        at = f.seek(start)
+        while at < stop:
+            block = f.read(min(CENSUS_BLOCK, stop - at))
+            if not block:
+                break
+            n = block.count(b"\n")
+            if n and first < 0:
+                first = at + block.index(b"\n")
+            count += n
+            at += len(block)
+            last = block.endswith(b"\n")
+    return sid, start, count, first, last
+
+
+#: How much of a file ``newline_census`` holds at once.
+CENSUS_BLOCK = 8 << 20
 
 
 def normalize_rows(batches: Iterable["pa.RecordBatch"], name: str, keep_payloads: bool,

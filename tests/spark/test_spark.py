@@ -346,3 +346,88 @@ def test_an_event_id_reused_with_a_later_time_is_a_conflict_that_moves_freshness
     assert mine == outcome(lambda: audit([first, later]))
     assert mine["input"]["duplicates"] == 0 and mine["evidence_lost"]["event_id_conflicts"] == 1
     assert mine["incidents"][0]["freshness_seconds"] > 86_400 * 100
+
+
+#: Every messy JSON-lines file of the corpus, and fixtures with [ignore] entries, duplicates and
+#: vocabularies, each read in about seven pieces by as many tasks (issue 46).
+SPLIT = sorted(CORPUS.glob("*.jsonl")) + [p for p in LOGS if p.suffix == ".jsonl"][::6]
+
+
+@pytest.fixture(scope="module")
+def split_outcomes(spark) -> dict[Path, dict]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        found = pool.map(lambda p: outcome(lambda: spark_audit(spark, [p], vocabulary=vocabulary_of(p),
+                                                               split_bytes=max(64, p.stat().st_size // 7)),
+                                           html=True), SPLIT)
+        return dict(zip(SPLIT, found))
+
+
+@pytest.mark.parametrize("path", SPLIT, ids=lambda p: p.name)
+def test_a_file_read_in_pieces_by_many_tasks_gives_the_single_node_document(split_outcomes, path):
+    assert split_outcomes[path] == outcome(lambda: audit([path], vocabulary=vocabulary_of(path)), html=True)
+
+
+def test_pieces_are_counted_and_the_shuffle_sized_from_the_input(spark, tmp_path):
+    from auditor.spark import run
+
+    path = FIXTURES / "seed_split_brain.jsonl"
+    _result, stats = run([path], spark=spark, split_bytes=100)
+    assert stats.pieces > path.stat().st_size // 200
+    assert [name for name, _s in stats.files] == [str(path)]
+    assert stats.shuffle_partitions == PARTITIONS  # set for the session (conftest): it wins
+
+
+def test_spark_settings_and_the_auditors_own_reach_a_new_session(monkeypatch, tmp_path):
+    from auditor.spark.cluster import conf_of, settings
+
+    monkeypatch.setenv("AUDITOR_MEMORY_LIMIT", "300MB")
+    monkeypatch.setenv("AUDITOR_MAX_LINE_BYTES", "1M")
+    archive = tmp_path / "env.tar.gz"
+    archive.write_bytes(b"")
+    conf = conf_of(["spark.executor.memory=1g", "spark.sql.shuffle.partitions = 8", "spark.executor.memory=2g"])
+    assert conf == {"spark.executor.memory": "2g", "spark.sql.shuffle.partitions": "8"}
+    got = settings(conf, str(archive), "spark://h:7077")
+    assert got["spark.executorEnv.AUDITOR_MEMORY_LIMIT"] == "300MB"
+    assert got["spark.executorEnv.AUDITOR_MAX_LINE_BYTES"] == "1M"
+    assert got["spark.archives"] == f"{archive}#auditor-env"
+    assert got["spark.executorEnv.PYSPARK_PYTHON"] == "./auditor-env/bin/python"
+    with pytest.raises(AuditorError, match="expected KEY=VALUE with a Spark setting"):
+        conf_of(["executor.memory"])
+    with pytest.raises(AuditorError, match="no such file; pack the environment first"):
+        settings({}, str(tmp_path / "missing.tar.gz"), None)
+
+
+def test_a_quiet_spark_audit_prints_nothing(tmp_path):
+    """Issue 45 item 10: --quiet on --engine spark leaves the JVM's start-up warnings in a log file."""
+    out = tmp_path / "doc.json"
+    done = subprocess.run([sys.executable, "-m", "auditor", "audit", "--engine", "spark", "--spark-master", "local[1]",
+                           "--quiet", "--json", str(out), str(FIXTURES / "seed_split_brain.jsonl")],
+                          cwd=ROOT, capture_output=True, timeout=300)
+    assert (done.returncode, done.stdout, done.stderr) == (1, b"", b"")
+    assert json.loads(out.read_text())["engine"] == "spark"
+
+
+def test_a_failure_on_the_executors_is_one_line_naming_its_cause(tmp_path):
+    from auditor.spark.cluster import SparkFailed, explain
+
+    cases = {
+        'java.io.IOException: Cannot run program "/opt/venv/bin/python": error=2, No such file':
+            "an executor cannot run the Python '/opt/venv/bin/python'",
+        "pyspark.errors.PythonException: ModuleNotFoundError: No module named 'auditor'":
+            "an executor's Python cannot import 'auditor'",
+        "Job aborted: java.lang.OutOfMemoryError: Java heap space\n\tat java.util.Arrays.copyOf":
+            "an executor ran out of memory; raise it (--spark-conf spark.executor.memory=4g)",
+        "Python worker exited unexpectedly (crashed)": "an executor's Python was killed",
+        "_duckdb.OutOfMemoryException: Out of Memory Error: failed to pin block of size 256.0 KiB "
+        "(30.4 MiB/30.5 MiB used)": "DuckDB in an executor ran out of the memory it was given "
+                                    "(30.4 MiB/30.5 MiB used); raise AUDITOR_MEMORY_LIMIT",
+    }
+    for text, said in cases.items():
+        e = explain(RuntimeError(text + "\n" + "\tat x.y\n" * 300))
+        assert isinstance(e, SparkFailed)
+        assert str(e).startswith(f"Spark: {said}") and "\n" not in str(e)
+        trace = str(e).rsplit("(Spark's trace: ", 1)[1].rstrip(")")
+        assert text.splitlines()[0] in Path(trace).read_text()
+        Path(trace).unlink()
