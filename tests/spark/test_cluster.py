@@ -31,7 +31,12 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
 from .standalone import Cluster  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# A standalone cluster's five tests took 15 minutes on this 2-core machine under load, more than
+# the whole suite's budget in CI: they run when asked for (AUDITOR_CLUSTER_TESTS=1), and say so.
+pytestmark = [pytest.mark.slow, pytest.mark.cluster,
+              pytest.mark.skipif(not os.environ.get("AUDITOR_CLUSTER_TESTS"),
+                                 reason="a real standalone cluster: run with AUDITOR_CLUSTER_TESTS=1 "
+                                        "(docs/SCALE.md, 'On a real cluster')")]
 SEED = FIXTURES / "seed_split_brain.jsonl"
 
 
