@@ -47,6 +47,26 @@ class Sample:
     first_unreadable: str | None = None
 
 
+def as_int(v: Any) -> int | None:
+    """An integer as a log writes one: a JSON integer, a decimal string or a ``0x`` hexadecimal
+    string (a ZooKeeper zxid); None for anything else."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    if not isinstance(v, str):
+        return None
+    text = v.strip()
+    try:
+        if text[:2].lower() == "0x" and len(text) > 2:
+            return int(text[2:], 16)
+        if text.lstrip("+-").isdigit() and text.isascii():
+            return int(text)
+    except ValueError:
+        return None
+    return None
+
+
 def leaves(members: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """Every leaf of a record by its dotted path (the first of duplicate members)."""
     out: dict[str, Any] = {}

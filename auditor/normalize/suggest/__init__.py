@@ -60,9 +60,10 @@ def suggest(paths: Iterable[str | os.PathLike], lines: int = SAMPLE_LINES, fmt: 
     sample = read_sample(paths, lines, fmt, limits)
     stats = path_stats(sample)
     chosen = choose_fields(sample, stats)
-    where = {c.field: c.path or c.as_is for c in chosen}
+    where = {c.field: c.path or c.as_is for c in reversed(chosen)}  # the first epoch path
+    epochs = [c.path or c.as_is for c in chosen if c.field == "epoch"]
     kind_path = where.get("kind")
-    found = messages(sample, kind_path, where) if kind_path else []
+    found = messages(sample, kind_path, where, epochs) if kind_path else []
     known = [m for m in found if m.kind is not None and m.exact and _known(m)]
     kinds = [m for m in found if m.kind is not None and m not in known]
     ignore = [m for m in found if m.ignore]
