@@ -171,3 +171,42 @@ def test_following_the_quarantine_hints_never_gives_a_pass_over_a_stale_commit(t
 ])
 def test_a_hint_for_an_effects_words_is_never_progress(text, hinted):
     assert hint(text) == hinted
+
+
+# What a vocabulary left behind ------------------------------------------------------------------
+
+def test_the_header_says_what_the_sample_audits_to_and_what_was_left_in_attrs(tmp_path):
+    log = tmp_path / "svc.jsonl"
+    rows = [{"msg": "progress", "job": "A", "token": 1, "seq": 1, "kafka": {"offset": 40}},
+            {"msg": "progress", "job": "A", "token": 1, "seq": 2, "kafka": {"offset": 41}},
+            {"msg": "claimed job", "job": "B", "token": 4, "seq": 3, "kafka": {"offset": 42}},
+            {"msg": "frobnicated", "job": "B", "token": 4, "seq": 4, "kafka": {"offset": 43}},
+            {"msg": "progress", "job": "B", "token": 4, "seq": 5, "kafka": {"offset": 44}}]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    written = render(suggest([log]))
+    assert "# On those lines it reads 4 events, 0 ignored, 1 quarantined." in written
+    assert ("# Unplaced: 1 lines of messages left to decide (below); keys: 2, 1 without an acquisition, "
+            "0 ordered by observation.") in written
+    assert '# Left in attrs: "kafka.offset" looks like the authoritative order; map it as seq if it is.' in written
+
+
+def test_the_audit_names_an_attrs_path_that_looks_like_the_order_of_a_key_ordered_by_observation(tmp_path):
+    from ..conftest import run_cli
+
+    log = tmp_path / "observed.jsonl"
+    rows = [("k", "lease_acquired", 1, None, 10), ("k", "progress", 1, None, 12), ("k", "lease_acquired", 2, None, 15),
+            ("k", "effect_committed", 1, "e", 14), ("k", "effect_committed", 2, "e", 17),
+            ("j", "lease_acquired", 1, None, 3), ("j", "progress", 1, None, 4)]
+    log.write_text("".join(json.dumps({"workflow_key": k, "kind": kind, "epoch": e, "worker": "w",
+                                       **({"effect_key": x} if x else {}), "attrs": {"lease": {"revision": r}}}) + "\n"
+                           for k, kind, e, x, r in rows))
+    done = run_cli("audit", str(log))
+    out = done.stdout.decode()
+    assert done.returncode == 1
+    assert ("  `attrs.lease.revision` looks like the authoritative order: map it as `seq` (unique and increasing "
+            "along each key on 80% of steps)") in out.splitlines()
+    mapped = tmp_path / "seq.toml"
+    mapped.write_text('[fields]\n"attrs.lease.revision" = "seq"\n')
+    again = run_cli("audit", str(log), "--map", str(mapped))
+    assert "; ordering authoritative" in again.stdout.decode()
+    assert "looks like the authoritative order" not in again.stdout.decode()

@@ -17,7 +17,7 @@ from ...core.limits import Limits
 from ..reference import Ignored, Rejected, normalize
 from ..sample import SAMPLE_LINES, Sample, read_sample
 from ..vocabulary import Vocabulary, VocabularyError
-from .fields import FieldChoice, PathStats, choose_fields, path_stats
+from .fields import FieldChoice, PathStats, choose_fields, left_behind, path_stats
 from .messages import Message, messages
 
 __all__ = ["suggest", "Suggestion", "MAX_KINDS", "SAMPLE_LINES"]
@@ -35,6 +35,13 @@ class Check:
     quarantined: int = 0
     reasons: Counter = field(default_factory=Counter)
     first: dict[str, tuple[str, int]] = field(default_factory=dict)
+    keys: set = field(default_factory=set)          # workflow keys of the events
+    acquired: set = field(default_factory=set)      # ... with an acquisition
+    unordered: set = field(default_factory=set)     # ... with an event without seq
+
+    @property
+    def without_acquisition(self) -> int:
+        return len(self.keys - self.acquired)
 
 
 @dataclass
@@ -51,6 +58,12 @@ class Suggestion:
     check: Check
     refused: list[tuple[FieldChoice, str]] = field(default_factory=list)  # field entries the file would refuse
     known: list[Message] = field(default_factory=list)  # values that are kind names already: no entry
+    left: list[tuple[str, str]] = field(default_factory=list)  # (attrs path, field) that look like order/ownership
+
+    @property
+    def unplaced(self) -> int:
+        """Lines of the messages left to decide (they quarantine as unknown kinds)."""
+        return sum(m.lines for m in self.undecided) + sum(m.lines for m in self.beyond)
 
 
 def suggest(paths: Iterable[str | os.PathLike], lines: int = SAMPLE_LINES, fmt: str = "auto",
@@ -77,7 +90,7 @@ def suggest(paths: Iterable[str | os.PathLike], lines: int = SAMPLE_LINES, fmt: 
     refused: list[tuple[FieldChoice, str]] = []
     vocabulary = _settle(chosen, kinds, ignore, undecided, refused)
     return Suggestion(sample, stats, chosen, kind_path, kinds, ignore, undecided, beyond, vocabulary,
-                      check(sample, vocabulary, kind_path), refused, known)
+                      check(sample, vocabulary, kind_path), refused, known, left_behind(sample, stats, chosen))
 
 
 def _known(m: Message) -> bool:
@@ -170,8 +183,14 @@ def check(sample: Sample, vocabulary: Vocabulary, kind_path: str | None = None) 
                 out.ignored += 1
                 continue
         try:
-            normalize(line.members, vocabulary)
+            event = normalize(line.members, vocabulary)
             out.events += 1
+            key = event.get("workflow_key")
+            out.keys.add(key)
+            if event.get("kind") == "lease_acquired":
+                out.acquired.add(key)
+            if event.get("seq") is None:
+                out.unordered.add(key)
         except Ignored:
             out.ignored += 1
         except Rejected as e:

@@ -168,13 +168,14 @@ def choose_fields(sample: Sample, stats: dict[str, PathStats]) -> list[FieldChoi
     used: set[str] = set()
     out: list[FieldChoice] = []
     n = len(sample.lines)
+    memo: dict[tuple, Any] = {}  # each member is read along the keys once, whichever field asks
     for f in ORDER:
         ranked = sorted((r, p) for p, st in stats.items()
                         if p not in used and (r := _rank(f, p)) is not None and _fits(f, st)
-                        and _by_value(f, sample, stats, p, out, named=True))
+                        and _by_value(f, sample, stats, p, out, True, memo))
         ranked += sorted((100 - stats[p].lines / max(n, 1), p) for p in stats
                          if p not in used and p not in {q for _r, q in ranked}
-                         and _by_value(f, sample, stats, p, out, named=False))
+                         and _by_value(f, sample, stats, p, out, False, memo))
         if not ranked:
             continue
         rank, path = ranked[0]
@@ -212,7 +213,7 @@ _TIME_WORDS = ("time", "timestamp", "ts", "t", "at", "date", "created", "updated
 
 
 def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, chosen: list[FieldChoice],
-              named: bool) -> bool:
+              named: bool, memo: dict[tuple, Any]) -> bool:
     """Whether the values of ``path`` read as field ``f`` (``named``: the name already says so,
     the values must not contradict it; else the values alone must say it)."""
     st = stats[path]
@@ -221,7 +222,9 @@ def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, ch
     if f in ("seq", "epoch"):
         if st.share("int") < 0.95 or (st.low or 0) < 0 or last in _TIME_WORDS or "time" in last:
             return False
-        a = along(sample, path, key)
+        a = memo.get(("along", path, key))
+        if a is None:
+            a = memo[("along", path, key)] = along(sample, path, key)
         if f == "seq":
             return seq_like(a) or (named and a.pairs == 0)
         return (named and not seq_like(a)) or epoch_like(a)
@@ -232,15 +235,36 @@ def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, ch
             return False
         if named:
             return True
-        s = shared(sample, path, key)
+        s = memo.get(("shared", path, key))
+        if s is None:
+            s = memo[("shared", path, key)] = shared(sample, path, key)
         key_lines = stats[key].lines if key in stats else len(sample.lines)
         return effect_key_like(s, key_lines)
     if f == "sink":
         effect = next((c.path or c.as_is for c in chosen if c.field == "effect_key"), None)
-        return named or (effect is not None and st.share("text") >= 0.9 and sink_like(shared(sample, path, key, effect)))
+        return named or (effect is not None and st.share("text") >= 0.9 and st.lines <= stats[effect].lines
+                         and sink_like(shared(sample, path, key, effect)))
     if f == "reporter":
         return named or reporter_like(st.values, st.lines)
     return named
+
+
+def left_behind(sample: Sample, stats: dict[str, PathStats], chosen: list[FieldChoice]) -> list[tuple[str, str]]:
+    """Integer members left in ``attrs`` whose values look like the authoritative order (unique
+    and increasing per key) or an owner epoch (stepping up per key): ``(path, field)``."""
+    used = {c.path or c.as_is for c in chosen}
+    key = where_key(chosen)
+    out = []
+    for path, st in sorted(stats.items()):
+        last = name_key(path.rsplit(".", 1)[-1])
+        if path in used or st.share("int") < 0.95 or last in _TIME_WORDS or "time" in last:
+            continue
+        a = along(sample, path, key)
+        if seq_like(a) and a.pairs:
+            out.append((path, "seq"))
+        elif epoch_like(a):
+            out.append((path, "epoch"))
+    return out
 
 
 def where_key(chosen: list[FieldChoice]) -> str | None:
