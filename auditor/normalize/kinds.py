@@ -1,10 +1,11 @@
 """Kinds named by a message (SPEC section 2, "Logs as teams write them"): what one value of the
 kind field means under a vocabulary's exact names, ``[kind_patterns]`` and ``[ignore]`` entries.
 
-``KindRules.classify`` is the reference: every matching kind entry (a built-in name, a ``[kinds]``
-value, a ``[kind_patterns]`` regular expression) is collected; entries of two different kinds make
-the value ambiguous; a value no kind entry matches is ignored when an ``[ignore]`` entry matches it,
-else an unknown kind. Patterns are Python ``re``, searched, case-insensitive.
+``KindRules.classify`` is the reference. The most specific entry wins (SPEC revision 3.1): a value
+an exact entry names (a built-in name, a ``[kinds]`` value) is that kind, whatever patterns match
+it; otherwise every matching ``[kind_patterns]`` regular expression is collected, and patterns of
+two different kinds make the value ambiguous; a value no kind entry matches is ignored when an
+``[ignore]`` entry matches it, else an unknown kind. Patterns are Python ``re``, searched, case-insensitive.
 
 ``re2_of`` rewrites a pattern into DuckDB's dialect (RE2) when both engines give it one meaning on
 the values the store's SQL hands it (printable ASCII): the store then decides ignored lines before
@@ -85,15 +86,12 @@ class KindRules:
     def classify(self, text: str) -> Classified:
         """What the kind value ``text`` means (see the module's docstring)."""
         exact = self.exact_of(text)
-        if not self.patterns:
-            return Classified(meaning=exact) if exact is not None else self._ignored(text)
-        found: list[tuple[str, Meaning]] = [] if exact is None else [(_quoted(text), exact)]
-        for p in self.patterns:
-            if p.regex.search(text):
-                found.append((f"[kind_patterns] '{p.text}'", p.meaning))
+        if exact is not None:  # the most specific entry wins (SPEC revision 3.1): patterns are not searched
+            return Classified(meaning=exact)
+        found = [(f"[kind_patterns] '{p.text}'", p.meaning) for p in self.patterns if p.regex.search(text)]
         if not found:
             return self._ignored(text)
-        meaning, disagree = _one_meaning(found, exact is not None)
+        meaning, disagree = _one_meaning(found)
         return Classified(ambiguous=disagree) if disagree is not None else Classified(meaning=meaning)
 
     def _ignored(self, text: str) -> Classified:
@@ -117,23 +115,17 @@ class KindRules:
         return bool(self.ignore_exact or self.ignore_patterns)
 
 
-def _quoted(text: str) -> str:
-    return f'"{text[:60]}"'
-
-
-def _one_meaning(found: Sequence[tuple[str, Meaning]], exact_first: bool
+def _one_meaning(found: Sequence[tuple[str, Meaning]]
                  ) -> tuple[Meaning | None, tuple[tuple[str, str], tuple[str, str]] | None]:
-    """``(meaning, None)``: the one meaning of the entries ``found`` (``(entry, meaning)``); or
-    ``(None, (first, second))``: two entries that disagree, each ``(entry, what it says)``. An exact entry's implications stand for its kind; patterns of one kind add theirs
-    (``result_rejected`` and a plain ``effect_attempted`` pattern: rejected); two kinds, or two
-    values of one implied field, disagree."""
+    """``(meaning, None)``: the one meaning of the patterns ``found`` (``(entry, meaning)``); or
+    ``(None, (first, second))``: two patterns that disagree, each ``(entry, what it says)``.
+    Patterns of one kind add their implications (``result_rejected`` and a plain
+    ``effect_attempted`` pattern: rejected); two kinds, or two values of one implied field, disagree."""
     first_entry, (kind, implied) = found[0]
     merged = dict(implied)
     for entry, (other_kind, other_implied) in found[1:]:
         if other_kind != kind:
             return None, ((first_entry, kind), (entry, other_kind))
-        if exact_first:
-            continue
         for f, v in other_implied.items():
             if merged.setdefault(f, v) != v:
                 return None, ((first_entry, f"{kind} with {f}={merged[f]}"), (entry, f"{kind} with {f}={v}"))

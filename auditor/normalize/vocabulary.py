@@ -124,7 +124,7 @@ class Vocabulary:
             if exact.get(key, meaning)[0] != meaning[0]:
                 raise refuse("kinds", name, f'= "{target}": "{name}" already means "{exact[key][0]}"; remove this line')
             exact.setdefault(key, meaning)
-        patterns = _patterns(_pairs(kind_patterns), exact, refuse)
+        patterns = _patterns(_pairs(kind_patterns), refuse)
         ignore_exact = {}
         for value in ignore_kinds:
             if not isinstance(value, str) or not name_key(value):
@@ -239,10 +239,10 @@ def _compiled(text: str, where: tuple[str, str], refuse) -> re.Pattern:
                                          "pattern (TOML literal strings, in single quotes, keep backslashes)")
 
 
-def _patterns(pairs: list[tuple[str, str]], exact: Mapping[str, tuple[str, Mapping[str, str]]],
-              refuse) -> list[Pattern]:
-    """``[kind_patterns]`` compiled, refused when one does not compile, two give one pattern two
-    kinds, or one matches a kind name (built-in or ``[kinds]``) of another kind."""
+def _patterns(pairs: list[tuple[str, str]], refuse) -> list[Pattern]:
+    """``[kind_patterns]`` compiled, refused when one does not compile or two give one pattern two
+    kinds. A pattern that also matches an exact name (built-in or ``[kinds]``) of another kind is
+    no conflict: the exact entry wins for that value (SPEC revision 3.1)."""
     out: list[Pattern] = []
     seen: dict[str, str] = {}
     for text, target in pairs:
@@ -256,10 +256,6 @@ def _patterns(pairs: list[tuple[str, str]], exact: Mapping[str, tuple[str, Mappi
             raise refuse("kind_patterns", text, f'= "{target}": the same pattern already means "{seen[folded]}"; '
                                                 "remove this line")
         seen.setdefault(folded, meaning[0])
-        for name, (kind, _implied) in exact.items():
-            if kind != meaning[0] and regex.search(name):
-                raise refuse("kind_patterns", text, f'= "{target}" also matches "{name}", which means "{kind}"; '
-                                                    "anchor the pattern (^...$) so that it matches only your messages")
         out.append(Pattern(text, regex, meaning, target))
     return out
 

@@ -97,6 +97,25 @@ def test_a_value_two_kinds_claim_is_ambiguous_and_none_is_unknown_naming_map(tmp
                             '[ignore] kinds = ["GET /healthz"]')
 
 
+def test_the_most_specific_entry_wins_an_exact_value_over_any_pattern(tmp_path):
+    """SPEC revision 3.1: an exact ``[kinds]`` value (or a built-in kind name) that a pattern of
+    another kind also matches loads and is its exact kind; values no exact entry names are read by
+    the pattern; only two patterns of different kinds on one value are ambiguous, for that line."""
+    v = vocab(tmp_path, '[fields]\nmsg = "kind"\n[kinds]\n"claimed job" = "lease_acquired"\n'
+                        "[kind_patterns]\n'^claimed' = \"progress\"\n'commit' = \"progress\"\n"
+                        "'^claimed .* twice' = \"effect_attempted\"\n")
+    base = {"seq": 1, "job": "k", "token": 1, "idempotency_key": "e"}
+    assert read({**base, "msg": "Claimed Job"}, v)["kind"] == "lease_acquired"
+    assert read({**base, "msg": "claimed jobs"}, v)["kind"] == "progress"
+    assert read({**base, "msg": "effect_committed"}, v)["kind"] == "effect_committed"  # a built-in name
+    assert read({**base, "msg": "committing batch"}, v)["kind"] == "progress"
+    with pytest.raises(Rejected) as e:
+        read({**base, "msg": "claimed x twice"}, v)
+    assert str(e.value) == ('"msg" is "claimed x twice", which [kind_patterns] \'^claimed\' reads as progress '
+                            "and [kind_patterns] '^claimed .* twice' as effect_attempted; the line is ambiguous, "
+                            "make the --map entries exclusive")
+
+
 def test_the_built_in_kind_names_stay_themselves_in_a_vocabulary_of_messages(tmp_path):
     v = vocab(tmp_path, '[fields]\nmsg = "kind"\n[kind_patterns]\n\'^lease\' = "lease_acquired"\n')
     assert read({"seq": 1, "job": "k", "token": 1, "msg": "lease_acquired"}, v)["kind"] == "lease_acquired"
@@ -151,13 +170,7 @@ def test_nothing_is_ignored_unless_a_vocabulary_says_so():
      '2: [fields] "" is not a usable field name; name the member of your log that holds the field'),
     ('[fields]\n"lease..token" = "epoch"\n',
      "2: [fields] lease..token is not a usable field name; a path names members joined by single dots (lease.token)"),
-    # conflicting entries: one value two kinds, a pattern against a kind name, a path given two fields
-    ("[kinds]\n\"claimed job\" = \"lease_acquired\"\n[kind_patterns]\n'^claimed' = \"progress\"\n",
-     '4: [kind_patterns] ^claimed = "progress" also matches "claimed job", which means "lease_acquired"; anchor the '
-     "pattern (^...$) so that it matches only your messages"),
-    ("[kind_patterns]\n'commit' = \"progress\"\n",
-     '2: [kind_patterns] commit = "progress" also matches "effect_committed", which means "effect_committed"; anchor '
-     "the pattern (^...$) so that it matches only your messages"),
+    # conflicting entries: one pattern two kinds, a path given two fields
     ("[kind_patterns]\n'^Done$' = \"progress\"\n'^done$' = \"effect_committed\"\n",
      '3: [kind_patterns] ^done$ = "effect_committed": the same pattern already means "progress"; remove this line'),
     ('[fields]\n"lease.token" = "epoch"\n[fields.lease]\ntoken = "seq"\n',
