@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.simulate import simulate
+from auditor.simulate.parts import expected_json
 
 Event = dict[str, Any]
 
@@ -397,5 +398,16 @@ def corpus(folder: Path, runs: int = 8, families: tuple[Family, ...] = FAMILIES)
             path = folder / f"{family.name}-{mode}-{seed}{family.suffix}"
             path.write_text(text(family, sim.events), encoding="utf-8")
             truth = frozenset((g, family.key(k), s) for g, k, s in sim.truth)
+            expected = folder / f"{family.name}-{mode}-{seed}.expected.json"
+            expected.write_text(expected_json(sorted(truth, key=lambda t: (t[1], t[2], t[0]))), encoding="utf-8")
             out.append(ShapeRun(family.name, mode, seed, path, truth))
     return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    where = Path(sys.argv[1] if len(sys.argv) > 1 else "corpus")
+    where.mkdir(parents=True, exist_ok=True)
+    written = corpus(where)
+    print(f"{len(written)} shape runs ({len(FAMILIES)} families x {len(RUNS)} runs) and their truth in {where}/")
