@@ -10,7 +10,7 @@ import csv
 import io
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,9 +84,10 @@ def leaves(members: Iterable[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_sample(paths: Iterable[str | os.PathLike], limit: int = SAMPLE_LINES, fmt: str = "auto",
-                limits: Limits | None = None) -> Sample:
+                limits: Limits | None = None, progress: Callable[[int], None] | None = None) -> Sample:
     """The first ``limit`` lines of ``paths`` (files in the order given, directories expanded);
-    ``InputError`` when a path cannot be read or holds nothing to read."""
+    ``InputError`` when a path cannot be read or holds nothing to read. ``progress`` is called
+    with the number of lines just read (every 10,000)."""
     limits = limits or Limits.from_env()
     sample = Sample()
     for source in discover(paths, limits):
@@ -98,6 +99,8 @@ def read_sample(paths: Iterable[str | os.PathLike], limit: int = SAMPLE_LINES, f
         try:
             for n, members in itertools.islice(_records(source, fmt_of, sample), limit - len(sample.lines)):
                 sample.lines.append(Line(source.name, n, members, leaves(members)))
+                if progress is not None and len(sample.lines) % 10_000 == 0:
+                    progress(10_000)
         except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
             raise InputError(f"{source.name}: cannot read: {e}") from e
         finally:

@@ -210,3 +210,38 @@ def test_the_audit_names_an_attrs_path_that_looks_like_the_order_of_a_key_ordere
     again = run_cli("audit", str(log), "--map", str(mapped))
     assert "; ordering authoritative" in again.stdout.decode()
     assert "looks like the authoritative order" not in again.stdout.decode()
+
+
+def test_a_progress_bar_on_a_terminal_only(tmp_path):
+    """Through a real pseudo-terminal the bar counts the lines sampled; through a pipe nothing but the summary."""
+    import os
+    import pty
+    import subprocess
+
+    from ..conftest import run_cli
+
+    log = tmp_path / "big.jsonl"
+    log.write_text("".join(json.dumps({"msg": "progress", "job": f"k{i % 7}", "token": 1, "rev": i}) + "\n"
+                           for i in range(25_000)))
+    out = tmp_path / "v.toml"
+    leader, follower = pty.openpty()
+    done = subprocess.run([sys.executable, "-m", "auditor", "map", str(log), "--out", str(out)], cwd=ROOT,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower, timeout=300,
+                          env={**os.environ, "COLUMNS": "120", "TERM": "xterm"})
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert done.returncode == 0
+    assert b"sampling lines" in seen and b"/100000" in seen  # the lines read of the sample asked for
+    piped = run_cli("map", str(log), "--out", str(tmp_path / "w.toml"))
+    assert piped.stderr.decode().splitlines() == [
+        f"{tmp_path / 'w.toml'}: 2 fields, 0 kind entries, 0 ignore entries, 0 to decide; on the first 25,000 lines "
+        "it reads 25,000 events, 0 ignored, 0 quarantined"]

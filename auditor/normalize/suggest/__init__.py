@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ...core.limits import Limits
@@ -67,10 +67,11 @@ class Suggestion:
 
 
 def suggest(paths: Iterable[str | os.PathLike], lines: int = SAMPLE_LINES, fmt: str = "auto",
-            limits: Limits | None = None) -> Suggestion:
+            limits: Limits | None = None, progress: Callable[[int], None] | None = None) -> Suggestion:
     """The vocabulary that would audit the first ``lines`` lines of ``paths``, with its evidence.
-    Blocking; raises ``InputError`` when the input cannot be read."""
-    sample = read_sample(paths, lines, fmt, limits)
+    Blocking; raises ``InputError`` when the input cannot be read. ``progress`` is called with
+    the number of lines just read."""
+    sample = read_sample(paths, lines, fmt, limits, progress)
     stats = path_stats(sample)
     chosen = choose_fields(sample, stats)
     where = {c.field: c.path or c.as_is for c in reversed(chosen)}  # the first epoch path

@@ -229,7 +229,8 @@ def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, ch
             return seq_like(a) or (named and a.pairs == 0)
         return (named and not seq_like(a)) or epoch_like(a)
     if f == "kind":
-        return named and len(st.values) >= 2  # a constant (ECS event.kind) is never the kind
+        # a constant (ECS event.kind = "event") is never the kind, unless it is a kind's name
+        return named and (len(st.values) >= 2 or all(DEFAULT.kind_of(v) is not None for v in st.values))
     if f == "effect_key":
         if st.share("text") < 0.9 or path == key:
             return False
