@@ -205,6 +205,14 @@ def _choice(f: str, rank: float, path: str, sample: Sample, stats: dict[str, Pat
     return choice
 
 
+def _clock(st: PathStats) -> bool:
+    """Integers that read as instants (seconds, milliseconds, microseconds or nanoseconds since 1970,
+    between the years 2000 and 2100)."""
+    if st.low is None or st.high is None:
+        return False
+    return any(946_684_800 * m <= st.low and st.high <= 4_102_444_800 * m for m in (1, 10**3, 10**6, 10**9))
+
+
 def _meet(sample: Sample, a: str, b: str) -> bool:
     return any(a in line.leaves and b in line.leaves for line in sample.lines)
 
@@ -222,6 +230,8 @@ def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, ch
     if f in ("seq", "epoch"):
         if st.share("int") < 0.95 or (st.low or 0) < 0 or last in _TIME_WORDS or "time" in last:
             return False
+        if not named and _clock(st):
+            return False  # increasing and unique, but a worker's clock is never the order
         a = memo.get(("along", path, key))
         if a is None:
             a = memo[("along", path, key)] = along(sample, path, key)
