@@ -44,14 +44,16 @@ def ingest_paths(paths: Iterable[str | os.PathLike], store: Store, fmt: str = "a
 
 @at_the_edge
 def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
-            require_events: bool = True, allow_quarantined: int = 0,
+            require_events: bool = True, allow_quarantined: int = 0, allow_unplaced: int = 0,
             scope: Scope | None = None, by: Iterable[str] | None = None,
             heartbeat_misses: int = 1) -> AuditResult:
     """Detect and explain over everything in ``store``, then keep what ``scope`` reports.
 
     The result owns ``store`` from here on (``result.close()`` closes it) and carries the
-    timelines a report draws. ``allow_quarantined`` lost lines (quarantined, or ``event_id``
-    conflicts) are accepted before the verdict says ``incomplete``. Lease health (SPEC section 7)
+    timelines a report draws. ``allow_quarantined`` lost lines (quarantined, ``event_id``
+    conflicts, unreadable values a finding rule reads) and, apart from them, ``allow_unplaced``
+    unplaced events that could change a finding (SPEC revision 3.1) are accepted before the
+    verdict says ``incomplete``. Lease health (SPEC section 7)
     is measured too (``result.lease_health``, its diagnostics among ``result.diagnostics``):
     grouped by the ``attrs`` members ``by`` (None: ``tool``, ``model``, ``provider`` when present),
     judged with ``heartbeat_misses`` as ``R`` in ``L > R*H+J``.
@@ -75,14 +77,15 @@ def analyze(store: Store, fail_on: Grade | str = Grade.STALE_ATTEMPT,
     with no_gc():
         found = detect_and_explain(store)
         result = result_of(found, summary, conflicts, health, unplaced, fail_on=fail_on,
-                           allow_quarantined=allow_quarantined, scope=scope, session=AuditSession(store))
+                           allow_quarantined=allow_quarantined, allow_unplaced=allow_unplaced, scope=scope,
+                           session=AuditSession(store))
         result.timelines = excerpts(store, drawn_keys(result), result.findings, MAX_TIMELINE_EVENTS)
     return result
 
 
 def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagnostic], health: LeaseHealth,
               unplaced: dict[str, int], *, fail_on: Grade | str, allow_quarantined: int, scope: Scope | None,
-              session: AuditSession, engine: str = "duckdb") -> AuditResult:
+              session: AuditSession, engine: str = "duckdb", allow_unplaced: int = 0) -> AuditResult:
     """The ``AuditResult`` of what detection and explanation found, with the input's accounting,
     the diagnostics about the input (``event_id_conflict``, ``malformed_field``), lease health and
     the unplaced events by kind, narrowed to ``scope``: one assembly for every engine."""
@@ -90,6 +93,7 @@ def result_of(found: "Explained", summary: InputSummary, about_input: list[Diagn
                          findings=found.findings, incidents=found.incidents,
                          diagnostics=with_conflicts(found.diagnostics, about_input + list(health.diagnostics)),
                          fail_on=Grade(fail_on), session=session, allow_quarantined=allow_quarantined,
+                         allow_unplaced=allow_unplaced,
                          lease_health=health, unplaced=unplaced, engine=engine)
     return narrow(result, scope)
 
@@ -141,7 +145,7 @@ def ordering_of(workflows) -> str:
 def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = "auto",
           db: str | os.PathLike | None = None, fail_on: Grade | str = Grade.STALE_ATTEMPT,
           keep_payloads: bool = False, progress: Progress | None = None,
-          allow_quarantined: int = 0, scope: Scope | None = None,
+          allow_quarantined: int = 0, allow_unplaced: int = 0, scope: Scope | None = None,
           vocabulary: Vocabulary | str | os.PathLike | None = None,
           limits: Limits | None = None, by: Iterable[str] | None = None,
           heartbeat_misses: int = 1) -> AuditResult:
@@ -165,7 +169,8 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
     store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
     try:
         ingest_paths(paths, store, fmt, progress, idempotent=db is not None, limits=limits)
-        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, allow_unplaced=allow_unplaced,
+                       scope=scope, by=by,
                        heartbeat_misses=heartbeat_misses)
     except BaseException:
         store.close()
@@ -174,7 +179,7 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
 
 @at_the_edge
 def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
-           allow_quarantined: int = 0, scope: Scope | None = None,
+           allow_quarantined: int = 0, allow_unplaced: int = 0, scope: Scope | None = None,
            lock_timeout: float = 0.0,
            vocabulary: Vocabulary | str | os.PathLike | None = None,
            by: Iterable[str] | None = None, heartbeat_misses: int = 1) -> AuditResult:
@@ -186,7 +191,8 @@ def report(db: str | os.PathLike, fail_on: Grade | str = Grade.STALE_ATTEMPT, *,
     check_store(db)
     store = Store(db, lock_timeout=lock_timeout, vocabulary=vocabulary, read_only=True)
     try:
-        return analyze(store, fail_on, allow_quarantined=allow_quarantined, scope=scope, by=by,
+        return analyze(store, fail_on, allow_quarantined=allow_quarantined, allow_unplaced=allow_unplaced,
+                       scope=scope, by=by,
                        heartbeat_misses=heartbeat_misses)
     except BaseException:
         store.close()

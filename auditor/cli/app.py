@@ -85,14 +85,13 @@ def audit(
 
             result = spark_audit(paths, fmt=fmt, fail_on=rep.fail_on, keep_payloads=keep_payloads,
                                  vocabulary=vocabulary, master=spark_master,
-                                 allow_quarantined=rep.allow_quarantined, scope=rep.scope, **rep.lease)
+                                 scope=rep.scope, **rep.allowances, **rep.lease)
         else:
             store = Store(db, keep_payloads=keep_payloads, lock_timeout=wait, vocabulary=vocabulary)
             with progress_bar(paths, rep.quiet) as progress:
                 ingest_paths(paths, store, fmt, progress, idempotent=db is not None)
             with step(paths, "detecting", rep.quiet):
-                result = analyze(store, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
-                                 **rep.lease)
+                result = analyze(store, rep.fail_on, scope=rep.scope, **rep.allowances, **rep.lease)
     raise rep.finish(result, paths)
 
 
@@ -144,7 +143,7 @@ def report(
     with errors():
         check_store(db)
         with step([str(db)], "detecting", rep.quiet):
-            result = report_db(db, rep.fail_on, allow_quarantined=rep.allow_quarantined, scope=rep.scope,
+            result = report_db(db, rep.fail_on, scope=rep.scope, **rep.allowances,
                                lock_timeout=wait, vocabulary=vocabulary, **rep.lease)
     raise rep.finish(result, [str(db)])
 

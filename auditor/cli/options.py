@@ -44,6 +44,9 @@ EXPECT = typer.Option(None, "--expect", metavar="FILE",
 ALLOW = typer.Option(0, "--allow-quarantined", metavar="N", min=0,
                      help="Accept up to N lost lines (quarantined, or event_id conflicts) before the "
                           "verdict says incomplete (exit 3).")
+ALLOW_UNPLACED = typer.Option(0, "--allow-unplaced", metavar="N", min=0,
+                              help="Accept up to N unplaced events that could change a finding (no seq in a "
+                                   "key ordered by seq); --allow-quarantined never accepts them.")
 KEYS = typer.Option(None, "--key", metavar="GLOB",
                     help="Report only this workflow key (a glob such as 'ledger/*'); repeatable.")
 KEYS_FROM = typer.Option(None, "--keys-from", metavar="FILE",
@@ -281,27 +284,34 @@ class Reporting:
     outputs: Outputs
     fail_on: Grade
     expect: Optional[Path]
-    expected: Optional[frozenset]
+    expected: Optional[tuple]
     allow_quarantined: int
     scope: Scope
     quiet: bool
     by: Optional[tuple[str, ...]] = None  # lease health's dimensions; None: the defaults
     heartbeat_misses: int = 1
+    allow_unplaced: int = 0  # SPEC rev 3.1: unplaced events accepted, apart from lost lines
 
     @classmethod
-    def parse(cls, json_out, html, junit, markdown, fail_on, expect, allow_quarantined, key,
+    def parse(cls, json_out, html, junit, markdown, fail_on, expect, allow_quarantined, allow_unplaced, key,
               keys_from, since, until, quiet, by, heartbeat_misses) -> "Reporting":
         from ..detect.lease.batch import check_options
 
         with errors():
             by = check_options(by or None, heartbeat_misses)
         return cls(Outputs(json_out, html, junit, markdown), grade(fail_on), expect, expected_of(expect),
-                   allow_quarantined, scope_of(key, keys_from, since, until), quiet, by, heartbeat_misses)
+                   allow_quarantined, scope_of(key, keys_from, since, until), quiet, by, heartbeat_misses,
+                   allow_unplaced)
 
     @property
     def lease(self) -> dict:
         """The library's lease health arguments."""
         return {"by": self.by, "heartbeat_misses": self.heartbeat_misses}
+
+    @property
+    def allowances(self) -> dict:
+        """The library's allowances: lost lines, and unplaced events apart (SPEC revision 3.1)."""
+        return {"allow_quarantined": self.allow_quarantined, "allow_unplaced": self.allow_unplaced}
 
     def finish(self, result, inputs: list[str]) -> typer.Exit:
         """Render, compare with --expect when given, and return the exit for the verdict."""
@@ -323,6 +333,7 @@ REPORTING = [
     ("json_out", Optional[str], JSON_OUT), ("html", Optional[Path], HTML_OUT),
     ("junit", Optional[Path], JUNIT_OUT), ("markdown", Optional[Path], MARKDOWN_OUT),
     ("fail_on", str, FAIL_ON), ("expect", Optional[Path], EXPECT), ("allow_quarantined", int, ALLOW),
+    ("allow_unplaced", int, ALLOW_UNPLACED),
     ("key", Optional[list[str]], KEYS), ("keys_from", Optional[Path], KEYS_FROM),
     ("since", Optional[str], SINCE), ("until", Optional[str], UNTIL), ("quiet", bool, QUIET),
     ("by", Optional[list[str]], BY), ("heartbeat_misses", int, HEARTBEAT_MISSES),

@@ -1,11 +1,13 @@
 """Comparing an audit with what was planted: the ``--expect`` file and its verdict.
 
 The file is ``{"findings": [[grade, workflow_key, seq], ...]}`` (``seq`` may be ``null`` for a
-finding of a log without seq); the comparison is between sets. Lost evidence takes part in the
-verdict, so an expectation is never confirmed over lines the audit could not read:
+finding of a log without seq); the comparison is between multisets (SPEC section 4): two findings
+with one triple (two ``null`` seqs of one key and grade) need two rows. Lost evidence takes part in
+the verdict, so an expectation is never confirmed over lines the audit could not read:
 
 - findings differ from the expectation: ``fail`` (exit 1), whatever was lost;
-- findings match but more lines were lost than ``allow_quarantined``: ``incomplete`` (exit 3);
+- findings match but lost evidence goes beyond its allowance (``allow_quarantined`` for lost
+  lines, ``allow_unplaced`` for unplaced events): ``incomplete`` (exit 3);
 - findings match and nothing beyond the allowance was lost: ``pass`` (exit 0).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import AuditorError
 from ..core.model import Grade, Verdict
+from .result import blocks
 
 if TYPE_CHECKING:
     from .result import AuditResult
@@ -32,8 +36,9 @@ class ExpectError(AuditorError):
     """The --expect file cannot be read or is not the expected findings format."""
 
 
-def load_expected(path: str | os.PathLike) -> frozenset[Triple]:
-    """The ``(grade, workflow_key, seq)`` set of an expect file; raises ``ExpectError``."""
+def load_expected(path: str | os.PathLike) -> tuple[Triple, ...]:
+    """The ``(grade, workflow_key, seq)`` rows of an expect file, a multiset in the file's order;
+    raises ``ExpectError``."""
     grades = {g.value for g in Grade}
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -53,7 +58,7 @@ def load_expected(path: str | os.PathLike) -> frozenset[Triple]:
         raise ExpectError(f"{path}: cannot read the expected findings ({e.strerror or e})") from e
     except (ValueError, KeyError, TypeError) as e:
         raise ExpectError(f"{path}: cannot read the expected findings ({e}); expected {_SHAPE}") from e
-    return frozenset(wanted)
+    return tuple(wanted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +69,10 @@ class Comparison:
     expected: int
     missing: tuple[Triple, ...]
     unexpected: tuple[Triple, ...]
-    lost: int  # quarantined lines + event_id conflicts
+    lost: int  # everything lost: quarantined lines, event_id conflicts, unreadable values, unplaced events
     allow_quarantined: int
+    unplaced: int = 0  # of ``lost``, the unplaced events that could change a finding
+    allow_unplaced: int = 0
 
     @property
     def matches(self) -> bool:
@@ -75,7 +82,8 @@ class Comparison:
     def verdict(self) -> Verdict:
         if not self.matches:
             return Verdict.FAIL
-        return Verdict.INCOMPLETE if self.lost > self.allow_quarantined else Verdict.PASS
+        lost = blocks(self.lost - self.unplaced, self.unplaced, self.allow_quarantined, self.allow_unplaced)
+        return Verdict.INCOMPLETE if lost else Verdict.PASS
 
     @property
     def exit_code(self) -> int:
@@ -87,12 +95,13 @@ def compare_expected(result: "AuditResult", expected: str | os.PathLike | Iterab
     """Compare ``result``'s findings with ``expected``: a path to an expect file, or triples
     already loaded with ``load_expected`` (``source`` then names where they came from)."""
     if isinstance(expected, (str, os.PathLike)):
-        source, wanted = source or str(expected), load_expected(expected)
+        source, wanted = source or str(expected), Counter(load_expected(expected))
     else:
-        source, wanted = source or "the expected findings", frozenset(tuple(t) for t in expected)
-    found = result.expected_triples()
+        source, wanted = source or "the expected findings", Counter(tuple(t) for t in expected)
+    found = Counter((f.grade.value, f.workflow_key, f.seq) for f in result.findings)
     order = lambda t: (t[1], -1 if t[2] is None else t[2], t[0])  # noqa: E731
-    return Comparison(source=source, expected=len(wanted),
-                      missing=tuple(sorted(wanted - found, key=order)),
-                      unexpected=tuple(sorted(found - wanted, key=order)),
-                      lost=result.lost, allow_quarantined=result.allow_quarantined)
+    return Comparison(source=source, expected=sum(wanted.values()),
+                      missing=tuple(sorted((wanted - found).elements(), key=order)),
+                      unexpected=tuple(sorted((found - wanted).elements(), key=order)),
+                      lost=result.lost, allow_quarantined=result.allow_quarantined,
+                      unplaced=result.unplaced_lost, allow_unplaced=result.allow_unplaced)

@@ -83,6 +83,7 @@ class AuditResult:
     diagnostics: list[Diagnostic]
     fail_on: Grade = Grade.STALE_ATTEMPT
     allow_quarantined: int = 0  # lost lines accepted before the verdict says incomplete
+    allow_unplaced: int = 0  # SPEC rev 3.1: unplaced events that could change a finding, accepted apart
     scope: "Scope | None" = None  # what the lists were narrowed to after detection, if anything
     engine: str = "duckdb"  # what produced it: "duckdb" (one machine) or "spark" (auditor.spark)
     #: SPEC section 7: lease metrics per group and key (its diagnostics are in ``diagnostics``)
@@ -151,15 +152,27 @@ class AuditResult:
     def lost(self) -> int:
         """Evidence the audit could not use: quarantined lines, ``event_id`` conflicts, unplaced
         events that could change a finding, and values a finding rule reads that were dropped."""
-        return self.input.quarantined + self.event_id_conflicts + self.unplaced_lost + self.malformed_lost
+        return self.lost_lines + self.unplaced_lost
+
+    @property
+    def lost_lines(self) -> int:
+        """What ``allow_quarantined`` accepts: quarantined lines, ``event_id`` conflicts and values a
+        finding rule reads that were dropped; never an unplaced event (SPEC revision 3.1)."""
+        return self.input.quarantined + self.event_id_conflicts + self.malformed_lost
+
+    @property
+    def lost_blocks(self) -> bool:
+        """Whether lost evidence stops a pass: more lost lines than ``allow_quarantined``, or more
+        unplaced events that could change a finding than ``allow_unplaced``."""
+        return blocks(self.lost_lines, self.unplaced_lost, self.allow_quarantined, self.allow_unplaced)
 
     @property
     def verdict(self) -> Verdict:
-        """``fail`` at or above ``fail_on``; else ``incomplete`` when more than
-        ``allow_quarantined`` lines were lost (a pass cannot be claimed); else ``pass``."""
+        """``fail`` at or above ``fail_on``; else ``incomplete`` when lost evidence goes beyond its
+        allowance (``lost_blocks``: a pass cannot be claimed); else ``pass``."""
         if self.failing_count:
             return Verdict.FAIL
-        return Verdict.INCOMPLETE if self.lost > self.allow_quarantined else Verdict.PASS
+        return Verdict.INCOMPLETE if self.lost_blocks else Verdict.PASS
 
     @property
     def exit_code(self) -> int:
@@ -170,6 +183,8 @@ class AuditResult:
         return {"quarantined": self.input.quarantined, "event_id_conflicts": self.event_id_conflicts,
                 "unplaced": self.unplaced_lost, "malformed": self.malformed_lost,
                 "allow_quarantined": self.allow_quarantined,
+                # SPEC rev 3.1; only where it applies, so other documents stay byte-identical
+                **({"allow_unplaced": self.allow_unplaced} if self.unplaced_lost or self.allow_unplaced else {}),
                 "first": [asdict(q) for q in self.input.quarantine]}
 
     def grade_counts(self) -> dict[str, int]:
@@ -236,6 +251,12 @@ class AuditResult:
     def timeline(self, workflow_key: str, limit: int | None = None) -> list[Event]:
         """The events of one workflow key in authoritative order (the first ``limit``)."""
         return self.store.events_of(workflow_key, limit)
+
+
+def blocks(lines: int, unplaced: int, allow_quarantined: int, allow_unplaced: int) -> bool:
+    """SPEC revision 3.1: ``--allow-quarantined`` accepts lost lines and never an unplaced event;
+    ``--allow-unplaced`` accepts unplaced events that could change a finding."""
+    return lines > allow_quarantined or unplaced > allow_unplaced
 
 
 def narrow(result: AuditResult, scope: "Scope | None") -> AuditResult:

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from ..core.fields import ALIAS_PRIORITY_END, ENUM_FIELDS, INTEGER_FIELDS, JSON_TEXT_FIELDS, KEY_FIELDS, REQUIRED_FIELDS, TIME_FIELDS, name_key
 from ..core.instants import when
-from .values import _INTEGER, Rejected, _Float, _json_text, _key_or_none, _text, reason
+from .values import Rejected, integer_text, _Float, _json_text, _key_or_none, _text, reason
 from .vocabulary import Vocabulary
 
 #: A source of a field: ``(name as written, priority, value)``.
@@ -151,9 +151,8 @@ def _comparable(f: str, v: Any, vocabulary: Vocabulary) -> Any:
     if f in INTEGER_FIELDS:
         if isinstance(v, int):
             return v
-        if isinstance(v, str) and _INTEGER.fullmatch(v.strip()):
-            return int(v.strip())
-        return ("text", _text(v))
+        n = integer_text(v) if isinstance(v, str) else None
+        return ("text", _text(v)) if n is None else n
     if f == "kind":
         meaning = vocabulary.classify(_text(v)).meaning
         return (meaning[0], dict(meaning[1])) if meaning is not None else ("text", name_key(_text(v)))

@@ -16,7 +16,20 @@ from ..core.instants import epoch_seconds
 from .vocabulary import REASONS
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")      # [0-9]: ASCII digits only, never other scripts' digits
+#: SPEC revision 3.1: ZooKeeper logs a zxid as 0x24. Unsigned, as zxids and offsets are.
+_HEX = re.compile(r"0[xX][0-9a-fA-F]+")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def integer_text(text: str) -> int | None:
+    """The integer a string writes (decimal, or ``0x``-prefixed hexadecimal), spaces around it
+    allowed; None for anything else (``1e3``, ``0b101``, ``1_000`` and other scripts' digits)."""
+    t = text.strip()
+    if _INTEGER.fullmatch(t):
+        return int(t)
+    if _HEX.fullmatch(t):
+        return int(t, 16)
+    return None
 
 
 class Rejected(ValueError):
@@ -55,8 +68,8 @@ def _as_int(f: str, v: Any) -> int:
     n = None
     if isinstance(v, int) and not isinstance(v, bool):
         n = v
-    elif isinstance(v, str) and _INTEGER.fullmatch(v.strip()):
-        n = int(v.strip())
+    elif isinstance(v, str):
+        n = integer_text(v)
     if n is None or not _INT64[0] <= n <= _INT64[1]:
         raise Rejected(reason("not_integer", field=f, value=_shown(v, 40)))
     return n

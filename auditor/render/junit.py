@@ -36,14 +36,15 @@ def render_junit(result: AuditResult) -> str:
     suite = ET.SubElement(root, "testsuite", {**attrs, "skipped": "0"})
     props = ET.SubElement(suite, "properties")
     for name, value in (("verdict", result.verdict.value), ("fail_on", result.fail_on.value),
-                        ("lost", str(result.lost)), ("allow_quarantined", str(result.allow_quarantined))):
+                        ("lost", str(result.lost)), ("allow_quarantined", str(result.allow_quarantined)),
+                        *((("allow_unplaced", str(result.allow_unplaced)),)
+                          if result.unplaced_lost or result.allow_unplaced else ())):
         ET.SubElement(props, "property", {"name": name, "value": value})
 
     evidence = ET.SubElement(suite, "testcase", {"classname": SUITE, "name": "evidence"})
     if lost:
         ET.SubElement(evidence, "failure", {"type": "incomplete", "message": _text(
-            f"{plural(result.lost, 'line')} lost, more than --allow-quarantined "
-            f"{result.allow_quarantined}: a pass cannot be claimed")}).text = _text(
+            f"{plural(result.lost, 'line')} lost, {_beyond(result)}: a pass cannot be claimed")}).text = _text(
             "\n".join([lost_head(result), *lost_items(result, MAX_LOST)]))
     for wf in result.workflows:
         case = ET.SubElement(suite, "testcase", {"classname": SUITE, "name": _text(wf.workflow_key)})
@@ -65,3 +66,14 @@ def _details(inc: Incident) -> str:
              f"current epoch {inc.current.epoch} ({inc.current.worker})", *incident_facts(inc)]
     lines += [f"do: {n}. {r}" for n, r in enumerate(actions(inc), 1)]
     return _text("\n".join(lines))
+
+
+def _beyond(result: "AuditResult") -> str:
+    """Which allowance lost evidence went past (SPEC revision 3.1: two of them)."""
+    over = []
+    if result.lost_lines > result.allow_quarantined:
+        over.append(f"more than --allow-quarantined {result.allow_quarantined}")
+    if result.unplaced_lost > result.allow_unplaced:
+        over.append(f"{plural(result.unplaced_lost, 'unplaced event')}, more than --allow-unplaced "
+                    f"{result.allow_unplaced}")
+    return " and ".join(over)

@@ -168,16 +168,21 @@ def ignored_entries(inp: "InputSummary", samples: int = 3, limit: int | None = N
 
 def lost_head(result: "AuditResult") -> str:
     """``7 quarantined lines, 0 event_id conflicts (more than --allow-quarantined 0)``, with the
-    unplaced events and unreadable values that lose evidence when there are any (SPEC rev 3)."""
-    within = "within" if result.lost <= result.allow_quarantined else "more than"
+    unreadable values that lose evidence when there are any (SPEC rev 3), then the unplaced events
+    against their own allowance (``1 unplaced event (more than --allow-unplaced 0)``, rev 3.1):
+    every allowance that was used is named."""
+    within = "within" if result.lost_lines <= result.allow_quarantined else "more than"
     extra = ""
-    if result.unplaced_lost:
-        extra += f", {plural(result.unplaced_lost, 'unplaced event')}"
     if result.malformed_lost:
         extra += f", {plural(result.malformed_lost, 'unreadable value')}"
-    return (f"{plural(result.input.quarantined, 'quarantined line')}, "
+    head = (f"{plural(result.input.quarantined, 'quarantined line')}, "
             f"{plural(result.event_id_conflicts, 'event_id conflict')}{extra} "
             f"({within} --allow-quarantined {num(result.allow_quarantined)})")
+    if result.unplaced_lost or result.allow_unplaced:
+        within = "within" if result.unplaced_lost <= result.allow_unplaced else "more than"
+        head += (f", {plural(result.unplaced_lost, 'unplaced event')} "
+                 f"({within} --allow-unplaced {num(result.allow_unplaced)})")
+    return head
 
 
 def lost_items(result: "AuditResult", limit: int) -> list[str]:

@@ -123,7 +123,8 @@ def session(master: str | None = None, partitions: int | None = None,
 def audit(df_or_paths: "DataFrame | Iterable[str | os.PathLike] | str | os.PathLike", *,
           fmt: str = "auto", fail_on: Grade | str = Grade.STALE_ATTEMPT, keep_payloads: bool = False,
           spark: "SparkSession | None" = None, master: str | None = None,
-          partitions: int | None = None, allow_quarantined: int = 0, scope: Scope | None = None,
+          partitions: int | None = None, allow_quarantined: int = 0, allow_unplaced: int = 0,
+          scope: Scope | None = None,
           vocabulary: Vocabulary | str | os.PathLike | None = None,
           limits: Limits | None = None, by: Iterable[str] | None = None,
           heartbeat_misses: int = 1) -> AuditResult:
@@ -135,19 +136,21 @@ def audit(df_or_paths: "DataFrame | Iterable[str | os.PathLike] | str | os.PathL
     ``value`` holding one JSON object per row), or paths: local files and directories, ``-``, or
     any URL the Spark installation reads (``s3a://``, ``hdfs://``, ``file://``). ``partitions``:
     how many workflow-key partitions to audit (default ``spark.sql.shuffle.partitions``).
-    ``allow_quarantined``, ``scope``, ``vocabulary``, ``limits``, ``by`` and ``heartbeat_misses``
+    ``allow_quarantined``, ``allow_unplaced``, ``scope``, ``vocabulary``, ``limits``, ``by`` and ``heartbeat_misses``
     mean what they mean for ``auditor.audit``; lease health is measured on the driver over the
     events of the keys that carry lease evidence. Blocking; raises the ``AuditorError``s ``auditor.audit`` raises, and
     ``SparkUnavailable``.
     """
     return run(df_or_paths, fmt=fmt, fail_on=fail_on, keep_payloads=keep_payloads, spark=spark,
-               master=master, partitions=partitions, allow_quarantined=allow_quarantined, scope=scope,
+               master=master, partitions=partitions, allow_quarantined=allow_quarantined,
+               allow_unplaced=allow_unplaced, scope=scope,
                vocabulary=vocabulary, limits=limits, by=by, heartbeat_misses=heartbeat_misses)[0]
 
 
 def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STALE_ATTEMPT,
         keep_payloads: bool = False, spark: "SparkSession | None" = None, master: str | None = None,
-        partitions: int | None = None, allow_quarantined: int = 0, scope: Scope | None = None,
+        partitions: int | None = None, allow_quarantined: int = 0, allow_unplaced: int = 0,
+        scope: Scope | None = None,
         vocabulary: Vocabulary | str | os.PathLike | None = None,
         limits: Limits | None = None, by: Iterable[str] | None = None,
         heartbeat_misses: int = 1) -> tuple[AuditResult, SparkStats]:
@@ -187,7 +190,8 @@ def run(df_or_paths: Any, *, fmt: str = "auto", fail_on: Grade | str = Grade.STA
         health = _lease_health(kept, names, by, heartbeat_misses)
         result = result_of(found, summary, conflicts, health, unplaced, fail_on=fail_on,
                            allow_quarantined=allow_quarantined, scope=scope,
-                           session=AuditSession(None, EVENTS_IN_SPARK), engine="spark")
+                           session=AuditSession(None, EVENTS_IN_SPARK), engine="spark",
+                           allow_unplaced=allow_unplaced)
         stats.merge_s = time.perf_counter() - t
 
         t = time.perf_counter()

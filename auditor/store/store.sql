@@ -162,8 +162,12 @@ WITH decoded AS (
             + (j.expires_at IS NOT NULL)::INTEGER + (j.scope IS NOT NULL)::INTEGER
             + (j.decision IS NOT NULL)::INTEGER + (j.attrs IS NOT NULL)::INTEGER
         AND list_contains($fast_kinds, j.kind)
-        AND (j.seq IS NULL OR try_cast(j.seq AS BIGINT)::VARCHAR = j.seq)
-        AND (j.kind = 'outcome_verified' OR try_cast(j.epoch AS BIGINT)::VARCHAR = j.epoch AND NOT starts_with(j.epoch, '-'))
+        -- Integers as written in decimal, or 0x-prefixed hexadecimal (SPEC revision 3.1: a zxid, 0x24)
+        -- that DuckDB's cast reads in int64 range (it reads 0x24, refuses 0xFFFFFFFFFFFFFFFF).
+        AND (j.seq IS NULL OR try_cast(j.seq AS BIGINT)::VARCHAR = j.seq
+             OR (regexp_full_match(j.seq, '0[xX][0-9a-fA-F]+') AND try_cast(j.seq AS BIGINT) IS NOT NULL))
+        AND (j.kind = 'outcome_verified' OR try_cast(j.epoch AS BIGINT)::VARCHAR = j.epoch AND NOT starts_with(j.epoch, '-')
+             OR (regexp_full_match(j.epoch, '0[xX][0-9a-fA-F]+') AND try_cast(j.epoch AS BIGINT) IS NOT NULL))
         AND ((json_type(j.workflow_key) = 'VARCHAR' AND NOT contains($blank, left(j.workflow_key ->> '$', 1)))
              OR json_type(j.workflow_key) IN ('BIGINT', 'UBIGINT'))
         AND (j.effect_key IS NOT NULL OR NOT list_contains($effect_kinds, j.kind))
