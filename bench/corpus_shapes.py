@@ -361,13 +361,14 @@ class Family:
     suffix: str
     render: Callable[[Event], Any]
     key: Callable[[str], str] = lambda k: k  # the truth's workflow key as the shape writes it
+    seq: Callable[[int], int] = lambda n: n  # the truth's seq as the shape writes it
 
 
 FAMILIES: tuple[Family, ...] = (
     Family("structlog", ".jsonl", structlog), Family("zap", ".jsonl", zap), Family("logrus", ".jsonl", logrus),
     Family("slog_hex_ids", ".jsonl", slog), Family("logfmt", ".log", logfmt), Family("ecs", ".jsonl", ecs),
     Family("otel_records", ".json", otel), Family("noisy", ".jsonl", noisy), Family("etcd_election", ".jsonl", etcd),
-    Family("zookeeper_hex_zxid", ".jsonl", zookeeper, lambda k: f"/locks/{k}"),
+    Family("zookeeper_hex_zxid", ".jsonl", zookeeper, lambda k: f"/locks/{k}", lambda n: int(_zxid(n), 16)),
 )
 
 
@@ -397,7 +398,7 @@ def corpus(folder: Path, runs: int = 8, families: tuple[Family, ...] = FAMILIES)
         for family in families:
             path = folder / f"{family.name}-{mode}-{seed}{family.suffix}"
             path.write_text(text(family, sim.events), encoding="utf-8")
-            truth = frozenset((g, family.key(k), s) for g, k, s in sim.truth)
+            truth = frozenset((g, family.key(k), family.seq(s)) for g, k, s in sim.truth)
             expected = folder / f"{family.name}-{mode}-{seed}.expected.json"
             expected.write_text(expected_json(sorted(truth, key=lambda t: (t[1], t[2], t[0]))), encoding="utf-8")
             out.append(ShapeRun(family.name, mode, seed, path, truth))
