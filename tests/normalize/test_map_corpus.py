@@ -185,8 +185,8 @@ def test_the_header_says_what_the_sample_audits_to_and_what_was_left_in_attrs(tm
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     written = render(suggest([log]))
     assert "# On those lines it reads 4 events, 0 ignored, 1 quarantined." in written
-    assert ("# Unplaced: 1 lines of messages left to decide (below); keys: 2, 1 without an acquisition, "
-            "0 ordered by observation.") in written
+    assert ("# Unplaced: 0 events without a seq in a key ordered by seq; keys: 2, 1 without an acquisition, "
+            "0 ordered by observation; 1 line of messages left to decide (listed below).") in written
     assert '# Left in attrs: "kafka.offset" looks like the authoritative order; map it as seq if it is.' in written
 
 

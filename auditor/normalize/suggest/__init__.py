@@ -37,7 +37,18 @@ class Check:
     first: dict[str, tuple[str, int]] = field(default_factory=dict)
     keys: set = field(default_factory=set)          # workflow keys of the events
     acquired: set = field(default_factory=set)      # ... with an acquisition
-    unordered: set = field(default_factory=set)     # ... with an event without seq
+    seqd: set = field(default_factory=set)          # ... with a seq on some event
+    noseq: Counter = field(default_factory=Counter)  # events without a seq, per key
+
+    @property
+    def unordered(self) -> set:
+        """The keys the audit would order by observation: no event of theirs gives a seq."""
+        return self.keys - self.seqd
+
+    @property
+    def unplaced(self) -> int:
+        """Events without a seq in a key ordered by seq: the audit cannot place them."""
+        return sum(n for k, n in self.noseq.items() if k in self.seqd)
 
     @property
     def without_acquisition(self) -> int:
@@ -61,7 +72,7 @@ class Suggestion:
     left: list[tuple[str, str]] = field(default_factory=list)  # (attrs path, field) that look like order/ownership
 
     @property
-    def unplaced(self) -> int:
+    def undecided_lines(self) -> int:
         """Lines of the messages left to decide (they quarantine as unknown kinds)."""
         return sum(m.lines for m in self.undecided) + sum(m.lines for m in self.beyond)
 
@@ -191,7 +202,9 @@ def check(sample: Sample, vocabulary: Vocabulary, kind_path: str | None = None) 
             if event.get("kind") == "lease_acquired":
                 out.acquired.add(key)
             if event.get("seq") is None:
-                out.unordered.add(key)
+                out.noseq[key] += 1
+            else:
+                out.seqd.add(key)
         except Ignored:
             out.ignored += 1
         except Rejected as e:

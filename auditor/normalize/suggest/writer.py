@@ -60,8 +60,10 @@ def _audits_to(s: Suggestion) -> list[str]:
     """What the sample audits to beyond the tally: lines left unplaced, keys the audit would see
     without an acquisition or without order, and members left in attrs that look like either."""
     c = s.check
-    out = [f"# Unplaced: {s.unplaced:,} lines of messages left to decide (below); keys: {len(c.keys):,}, "
-           f"{c.without_acquisition:,} without an acquisition, {len(c.unordered):,} ordered by observation."]
+    n = s.undecided_lines
+    out = [f"# Unplaced: {c.unplaced:,} events without a seq in a key ordered by seq; keys: {len(c.keys):,}, "
+           f"{c.without_acquisition:,} without an acquisition, {len(c.unordered):,} ordered by observation; "
+           f"{n:,} line{'' if n == 1 else 's'} of messages left to decide{' (listed below)' if n else ''}."]
     for path, f in s.left:
         what = "the authoritative order" if f == "seq" else "an owner epoch"
         out.append(f"# Left in attrs: {_short(path)} looks like {what}; map it as {f} if it is.")
