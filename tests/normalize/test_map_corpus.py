@@ -245,3 +245,37 @@ def test_a_progress_bar_on_a_terminal_only(tmp_path):
     assert piped.stderr.decode().splitlines() == [
         f"{tmp_path / 'w.toml'}: 2 fields, 0 kind entries, 0 ignore entries, 0 to decide; on the first 25,000 lines "
         "it reads 25,000 events, 0 ignored, 0 quarantined"]
+
+
+def test_a_client_go_election_log_whose_attempts_and_failed_renewals_carry_no_epoch(tmp_path):
+    """client-go logs "attempting to acquire leader lease NAME..." before each acquisition and "failed to
+    renew lease NAME: ..." when it loses it, with no token: no owner's evidence, ignored with their count;
+    the acquisitions (leaseTransitions, stepping up) and the doubled ledger entries are audited."""
+    rows, seq = [], 0
+    for k in range(4):
+        key = f"kube-system/job-{k}"
+        for ep in (1, 2):
+            owner = {"lease": key, "identity": f"w{ep}", "leaseTransitions": ep}
+            for msg, extra in ((f"attempting to acquire leader lease {key}...", None),
+                               (f"successfully acquired lease {key}", {}),
+                               ("applying ledger entry", {"entry": f"{key}/e"}),
+                               ("applied ledger entry", {"entry": f"{key}/e", "ledger": "bank"})):
+                seq += 1
+                rows.append({"ts": 1.7e9 + seq, "msg": msg, "lease": key} if extra is None else
+                            {"ts": 1.7e9 + seq, "msg": msg, **owner, "resourceVersion": str(seq), **extra})
+        seq += 1
+        rows.append({"ts": 1.7e9 + seq, "msg": f"failed to renew lease {key}: timed out waiting for the condition",
+                     "lease": key})
+    log = tmp_path / "election.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = suggest([log])
+    assert sorted((m.entry(), m.lines) for m in found.ignore) == [
+        (r"^attempting to acquire leader lease \S+$", 8),
+        (r"^failed to renew lease \S+ timed out waiting for the condition$", 4)]
+    assert (found.check.events, found.check.ignored, found.check.quarantined) == (24, 12, 0)
+    vocabulary = tmp_path / "v.toml"
+    vocabulary.write_text(render(found))
+    with audit([log], vocabulary=vocabulary) as result:
+        assert result.verdict.exit_code == 1
+        assert sorted((f.grade.value, f.workflow_key, f.seq) for f in result.findings) == [
+            ("double_commit", f"kube-system/job-{k}", 9 * k + 8) for k in range(4)]  # the second owner's commit

@@ -25,7 +25,7 @@ NAMES: dict[str, tuple[str, ...]] = {
     "workflow_key": ("workflow", "workflow_id", "job_key", "task_id", "task", "lease.key", "lease_key",
                      "lease.name", "lease_name", "lock_path", "lock", "election", "lease", "run", "key"),
     "epoch": ("lease.token", "fencing_token", "token", "fence", "fence_token", "lease_token", "lease.epoch",
-              "term", "generation", "owner_epoch", "lease_epoch"),
+              "term", "generation", "owner_epoch", "lease_epoch", "czxid", "create_revision", "lease_transitions"),
     "seq": ("event.sequence", "sequence", "revision", "rev", "mod_revision", "zxid", "seq_no", "seqno", "offset",
             "log_offset", "lsn", "version", "index"),
     "ts": ("@timestamp", "timestamp", "time", "t", "datetime", "otel.time", "event.created", "date"),

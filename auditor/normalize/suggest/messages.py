@@ -12,7 +12,7 @@ from typing import Any
 
 from ...core.fields import EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, KIND_ALIASES, name_key
 from ..sample import Sample, as_int
-from ..words import Said, say
+from ..words import RELEASE, TRYING, Said, say
 
 _WORD = re.compile(r"[a-z0-9]+")
 _REGEX_SPECIAL = set(".^$*+?{}[]\\|()")
@@ -161,6 +161,9 @@ def decide(m: Message, epochs_known: bool = True) -> None:
         _undecided(m, said, epochs_known)
         return
     base = KIND_ALIASES[said.kind][0] if said.kind in KIND_ALIASES else said.kind
+    if said.kind.startswith("heartbeat") and epochs_known and m.keyed and m.epoched == 0 and m.effects == 0:
+        _no_owner(m, said)  # "failed to renew lease X" from the election library: no owner's epoch
+        return
     if m.keyed == 0:
         m.why = f"its words say {said.kind}, but no line of it gives a workflow key"
         return
@@ -197,6 +200,9 @@ def _undecided(m: Message, said: Said, epochs_known: bool) -> None:
     if m.keyed == 0:
         m.ignore, m.confidence = True, "high"
         m.why = "no line of it gives a workflow key, and no word of it says it is evidence"
+    elif (said.never is not None and epochs_known and m.epoched == 0 and m.effects == 0
+          and (said.never in TRYING or said.never in RELEASE)):
+        _no_owner(m, said)
     elif said.never is not None and m.keyed:
         m.why = f'its words say "{said.never}", never an acquisition or a commit; {m.keyed:,} of its lines give a key'
     elif said.effect and m.keyed:
@@ -207,6 +213,14 @@ def _undecided(m: Message, said: Said, epochs_known: bool) -> None:
         m.why = f"no word says which kind, but each of its {m.lines:,} lines opens a new epoch of its key"
     else:
         m.why = f"{m.keyed:,} of its lines give a workflow key, but no word of it says which kind"
+
+
+def _no_owner(m: Message, said: Said) -> None:
+    """A renewal, an attempt to acquire, a loss or a release whose lines give no epoch: no owner
+    can be placed by it, so it can be no evidence (an [ignore] entry, listed with its count)."""
+    m.ignore, m.confidence = True, "medium"
+    m.why = (f'its words say "{said.never}" (never an acquisition or a commit) and none of its {m.lines:,} lines '
+             "gives an epoch: no owner's evidence")
 
 
 def _why(m: Message, said: str, base: str) -> str:
