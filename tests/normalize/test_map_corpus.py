@@ -279,3 +279,18 @@ def test_a_client_go_election_log_whose_attempts_and_failed_renewals_carry_no_ep
         assert result.verdict.exit_code == 1
         assert sorted((f.grade.value, f.workflow_key, f.seq) for f in result.findings) == [
             ("double_commit", f"kube-system/job-{k}", 9 * k + 8) for k in range(4)]  # the second owner's commit
+
+
+def test_an_acquisition_logged_without_a_seq_is_still_one_and_a_wordless_first_line_needs_the_seq_order(tmp_path):
+    rows = []
+    for k, (key, rev) in enumerate((("A", 10), ("B", 20))):
+        for ep in (1, 2):
+            rows.append({"msg": "lease granted", "job": key, "token": ep})  # the coordinator logs no revision
+            rows.append({"msg": "hello", "job": key, "token": ep, "rev": rev + 2 * ep + 1})
+            rows.append({"msg": "zorp", "job": key, "token": ep, "rev": rev + 2 * ep})  # first by seq, logged late
+    log = tmp_path / "late.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    found = suggest([log])
+    kinds = {m.entry(): m.kind for m in found.kinds}
+    assert kinds == {"lease granted": "lease_acquired", "zorp": "lease_acquired"}
+    assert [m.entry() for m in found.undecided] == ["hello"]  # first in file order only: never an acquisition

@@ -236,7 +236,8 @@ def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, ch
         if a is None:
             a = memo[("along", path, key)] = along(sample, path, key)
         if f == "seq":
-            return seq_like(a) or (named and a.pairs == 0)
+            # its name says the order: unique per key is enough (buffered lines come late in the file)
+            return seq_like(a) or (named and (a.pairs == 0 or (a.lines >= 2 and a.unique >= 0.99)))
         return (named and not seq_like(a)) or epoch_like(a)
     if f == "kind":
         # a constant (ECS event.kind = "event") is never the kind, unless it is a kind's name

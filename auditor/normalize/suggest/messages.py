@@ -30,7 +30,8 @@ class Message:
     epoched: int = 0      # lines giving an epoch
     effects: int = 0      # lines giving an effect key
     sinks: int = 0        # lines giving a destination (sink)
-    first_of_epoch: int = 0  # lines that are the first of their (key, epoch)
+    first_of_epoch: int = 0  # lines that are the first of their (key, epoch), in seq or in file order
+    first_by_seq: int = 0    # ... in seq order (in file order when no line gives a seq)
     kind: str | None = None  # a kind or built-in kind alias; None: ignore or undecided
     ignore: bool = False
     confidence: str = ""
@@ -83,7 +84,7 @@ def messages(sample: Sample, kind_path: str, paths: dict[str, str], epochs: list
     epoch_of = epoch_getter(epochs if epochs is not None else [paths["epoch"]] if "epoch" in paths else [])
     id_paths = [paths[f] for f in ("workflow_key", "worker", "effect_key", "sink", "step_id") if f in paths]
     own_ids = {paths[f] for f in ("workflow_key", "worker", "effect_key") if f in paths}  # a word-like step is a word
-    firsts = _firsts(sample, key_p, epoch_of, seq_p)
+    firsts, strict = _firsts(sample, key_p, epoch_of, seq_p)
     found: dict[tuple, Message] = {}
     seen: dict[str, tuple] = {}
     for i, line in enumerate(sample.lines):
@@ -107,6 +108,7 @@ def messages(sample: Sample, kind_path: str, paths: dict[str, str], epochs: list
         m.effects += _given(line.leaves.get(paths.get("effect_key")))
         m.sinks += _given(line.leaves.get(paths.get("sink")))
         m.first_of_epoch += i in firsts
+        m.first_by_seq += i in strict
     for m in found.values():
         decide(m, epoch_of is not None)
     return list(found.values())
@@ -116,22 +118,25 @@ def _given(v: Any) -> bool:
     return v is not None and not (isinstance(v, str) and not v.strip())
 
 
-def _firsts(sample: Sample, key_p: str | None, epoch_of, seq_p: str | None) -> set[int]:
+def _firsts(sample: Sample, key_p: str | None, epoch_of, seq_p: str | None) -> tuple[set[int], set[int]]:
     """The lines that are the first of their (key, epoch) in seq order: acquisitions, in a log
     whose owners start by acquiring."""
     if key_p is None or epoch_of is None:
-        return set()
-    first: dict[tuple[str, str], tuple[int, int]] = {}
+        return set(), set()
+    by_seq: dict[tuple[str, int], tuple[int, int]] = {}
+    by_line: dict[tuple[str, int], int] = {}
     for i, line in enumerate(sample.lines):
         key, epoch = line.leaves.get(key_p), epoch_of(line)
         if not _given(key) or epoch is None:
             continue
-        seq = as_int(line.leaves.get(seq_p)) if seq_p else None
-        order = (seq if seq is not None else i, i)
         k = (str(key), epoch)
-        if k not in first or order < first[k]:
-            first[k] = order
-    return {i for _order, i in first.values()}
+        by_line.setdefault(k, i)
+        seq = as_int(line.leaves.get(seq_p)) if seq_p else None
+        if seq is not None and (k not in by_seq or (seq, i) < by_seq[k]):
+            by_seq[k] = (seq, i)
+    # the first in seq order, and the first in file order (an acquisition logged without a seq)
+    strict = {i for _order, i in by_seq.values()} if by_seq else set(by_line.values())
+    return strict | set(by_line.values()), strict
 
 
 def epoch_getter(paths: list[str]):
@@ -207,7 +212,7 @@ def _undecided(m: Message, said: Said, epochs_known: bool) -> None:
         m.why = f'its words say "{said.never}", never an acquisition or a commit; {m.keyed:,} of its lines give a key'
     elif said.effect and m.keyed:
         m.why = f"its words name an effect but not whether it happened: {_DECIDE_EFFECT}"
-    elif (m.keyed == m.lines and epochs_known and m.first_of_epoch == m.lines and m.lines >= 2
+    elif (m.keyed == m.lines and epochs_known and m.first_by_seq == m.lines and m.lines >= 2
           and m.effects == 0):
         m.kind, m.confidence = "lease_acquired", "medium"
         m.why = f"no word says which kind, but each of its {m.lines:,} lines opens a new epoch of its key"
