@@ -109,10 +109,11 @@ def to_json(pairs: list[tuple[str, str]]) -> str:
                           for k, v in pairs) + "}"
 
 
-def looks_like_logfmt(head: bytes, lines: int = 5) -> bool:
-    """Whether ``head`` starts as logfmt: its first non-blank line, and most of its first five, are
-    not JSON, parse, and hold at least one ``key=value`` pair (plain text and a CSV header do not).
-    One malformed line among them is quarantined later, not a reason to read the file as JSON."""
+def looks_like_logfmt(head: bytes, lines: int = 1) -> bool:
+    """Whether ``head`` starts as logfmt: its first non-blank line decides (SPEC revision 3.1): not
+    JSON, it parses and holds at least one ``key=value`` pair (plain text and a CSV header do not).
+    A later JSON line is read as one JSON record (``logfmt_chunks``), a malformed one quarantined:
+    neither is a reason to read the file as JSON."""
     text = head.decode("utf-8", "replace").lstrip("\ufeff")
     candidates = [ln.rstrip("\r") for ln in text.split("\n")]
     if len(head) >= 64 << 10:  # the head may end inside a line: that line says nothing
@@ -156,7 +157,9 @@ def logfmt_chunks(source: Source, progress: Progress | None = None) -> Iterator[
                 text = text.lstrip("\ufeff")
             first = False
             text = text.rstrip("\r\n")
-            if not text.strip():  # blank: the stage leaves it out, as a blank JSON line
+            # blank: the stage leaves it out, as a blank JSON line; a line that starts with "{" is
+            # one JSON record (revision 3.1: services mix the two), read by the stage as JSONL's
+            if not text.strip() or text.lstrip().startswith("{"):
                 raws.append(raw)
                 bads.append(None)
                 continue

@@ -28,6 +28,15 @@ OWNERSHIP_ATTRIBUTES: dict[str, str] = {
                             "reporter", "step_id", *OPTIONAL_FIELDS)}
 assert set(OWNERSHIP_ATTRIBUTES.values()) <= set(FIELDS)
 _EVENT_ATTR = "ownership.event"
+#: SPEC revision 3.1: two values cost the record only in these; in any other ``ownership.*``
+#: attribute they are kept as a list, which the normalizer drops (``malformed_field``), event kept.
+_COSTLY = frozenset({_EVENT_ATTR} | {PREFIX + f for f in ("seq", "workflow_key", "epoch", "effect_key")})
+
+
+def two_values(key: str, first: Any, second: Any) -> list[Any] | None:
+    """An ``ownership.*`` attribute given twice with different values: both as a list, for the
+    normalizer to drop with a ``malformed_field``, or None when the record must be refused."""
+    return None if key in _COSTLY else [first, second]
 _TOOL_CALL_ID = "gen_ai.tool.call.id"  # kept in attrs, never an effect key: providers regenerate it
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..core.limits import Limits
+from .otel_mapping import two_values
 
 
 if TYPE_CHECKING:
@@ -303,10 +304,13 @@ def _attributes(kvs: Any) -> dict[str, Any]:
             raise _BadLine('an attribute has no "key"; expected OTLP JSON key/value pairs')
         value = _value(kv.get("value"))
         # An ownership attribute given twice with different values is ambiguous (FORMAT section 4,
-        # as a JSON line naming a field twice): the record is refused, not read as the last one.
+        # as a JSON line naming a field twice): the record is refused, not read as the last one,
+        # where the attribute can cost it; a descriptive one is dropped (revision 3.1).
         if key in out and key.startswith("ownership.") and out[key] != value:
-            raise _BadLine(f'attribute "{key}" is given twice with different values; the record is '
-                           "ambiguous, keep one of them")
+            value = two_values(key, out[key], value)  # a descriptive one: dropped, kept (rev 3.1)
+            if value is None:
+                raise _BadLine(f'attribute "{key}" is given twice with different values; the record is '
+                               "ambiguous, keep one of them")
         out[key] = value
     return out
 

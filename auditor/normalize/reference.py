@@ -69,11 +69,17 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
                                   value=_shown(raw_kind, 60), first=f"{first} reads as {one}",
                                   second=f"{second} as {other}"))
         hit = found.meaning
+    kind = None if hit is None else hit[0]
+    undecided: set[str] = set()
     for f, sources in given.items():
         if f not in picked:
-            picked[f] = pick(f, sources, vocabulary, extra)
+            try:
+                picked[f] = pick(f, sources, vocabulary, extra)
+            except Rejected:
+                if _costly(f, kind):
+                    raise
+                undecided.add(f)  # two values of a descriptive field: dropped, the event kept (rev 3.1)
     get = {f: v for f, (_, v) in picked.items()}.get
-    kind = None if hit is None else hit[0]
     # An object or array costs the line only in a field the event's kind reads.
     for f in ("seq", "workflow_key", "kind", "epoch", "effect_key"):
         if (f == "epoch" and kind == "outcome_verified") or (f == "effect_key" and kind not in EFFECT_KINDS):
@@ -92,8 +98,19 @@ def normalize(members: Iterable[tuple[Any, Any]], vocabulary: Vocabulary = DEFAU
     _owner_fields(out, get, kind, dropped)
     _descriptive_fields(out, get, kind, hit[1], dropped)
     out["attrs"] = _attrs(inner, extra, keep_payloads) if (inner is not None or extra) else None
-    out["dropped"] = sorted(dropped) or None
+    out["dropped"] = sorted(dropped | undecided) or None
     return out
+
+
+def _costly(f: str, kind: str | None) -> bool:
+    """Whether two values of ``f`` cost the line (SPEC revision 3.1): only in ``seq``,
+    ``workflow_key``, ``kind``, ``epoch`` (not on ``outcome_verified``, which ignores it) and an
+    effect kind's ``effect_key``; a kind no entry knows is quarantined anyway, for its kind."""
+    if f in ("seq", "workflow_key", "kind"):
+        return True
+    if f == "epoch":
+        return kind != "outcome_verified"
+    return f == "effect_key" and (kind is None or kind in EFFECT_KINDS)
 
 
 def _source_name(name: str | None, vocabulary: Vocabulary) -> str:

@@ -12,7 +12,7 @@ import base64
 from collections.abc import Iterable
 from typing import Any
 
-from ..ingest.otel_mapping import map_log, map_span
+from ..ingest.otel_mapping import map_log, map_span, two_values
 
 
 def _value(v: Any) -> Any:
@@ -43,8 +43,10 @@ def _attributes(kvs: Iterable[Any]) -> dict[str, Any]:
     for kv in kvs:
         key, value = kv.key, _value(kv.value)
         if key in out and key.startswith("ownership.") and out[key] != value:
-            raise Ambiguous(f'attribute "{key}" is given twice with different values; the record is '
-                            "ambiguous, keep one of them")
+            value = two_values(key, out[key], value)  # a descriptive one: dropped, kept (rev 3.1)
+            if value is None:
+                raise Ambiguous(f'attribute "{key}" is given twice with different values; the record is '
+                                "ambiguous, keep one of them")
         out[key] = value
     return out
 

@@ -127,3 +127,21 @@ def test_compare_expected_counts_rows_with_a_seq_too():
         assert cmp.expected == 2
         assert ("stale_commit", "ledger/export/2026-07-26", 8) in cmp.missing
         assert len(cmp.unexpected) == 3
+
+
+# Item 9: the HTML timeline of a key ordered by observation says position, never seq.
+
+def test_the_timeline_of_an_observation_ordered_key_says_position():
+    import re
+
+    from auditor.render.html import render_html
+
+    with audit(FIXTURES / "no_seq_positions_never_seqs.jsonl") as r:
+        html = render_html(r)
+    assert re.findall(r'class="axis-label"[^>]*>([^<]*)<', html) == ["position"]
+    assert "events in observation order (no seq: by position)" in html
+    assert "in authoritative order" not in html
+    with audit(FIXTURES / "seed_split_brain.jsonl") as r:
+        html = render_html(r)
+    assert set(re.findall(r'class="axis-label"[^>]*>([^<]*)<', html)) == {"seq"}
+    assert "in observation order" not in html

@@ -63,8 +63,10 @@ def test_an_unplaced_acquisition_or_commit_is_lost_evidence():
     code, doc = document(path)
     assert (code, doc["verdict"], doc["evidence_lost"]["unplaced"]) == (3, "incomplete", 2)
     assert doc["findings"] == []  # never judged: the second epoch's commit has no place
-    code, doc = document(path, "--allow-quarantined", "2")
-    assert (code, doc["verdict"]) == (0, "pass")
+    code, doc = document(path, "--allow-quarantined", "2")  # revision 3.1: never accepts an unplaced event
+    assert (code, doc["verdict"]) == (3, "incomplete")
+    code, doc = document(path, "--allow-unplaced", "2")
+    assert (code, doc["verdict"], doc["evidence_lost"]["allow_unplaced"]) == (0, "pass", 2)
     done = run_cli("audit", str(path))
     assert f"{path}:3: lease_acquired of pay/inv-7 has no seq in a key ordered by seq" in done.stdout.decode()
 

@@ -121,3 +121,87 @@ def test_a_span_with_hex_attributes_reaches_the_batch_findings():
     assert got == [(f.grade.value, f.workflow_key, f.seq) for f in batch.findings]
     assert got == [("stale_activity", "ledger/export", 44), ("stale_commit", "ledger/export", 45),
                    ("double_commit", "ledger/export", 46)]
+
+
+# Item 3: two values of a descriptive field drop that field and keep the event.
+
+def test_two_values_of_a_descriptive_field_drop_it_and_keep_the_event():
+    v = Vocabulary.default()
+    base = {"seq": 3, "workflow_key": "k", "kind": "effect_committed", "epoch": 17, "effect_key": "e"}
+    got = normalize(parse_line('{"seq": 3, "workflow_key": "k", "kind": "effect_committed", "epoch": 17, '
+                               '"effect_key": "e", "worker": "a", "Worker": "b", "reporter": "sink", '
+                               '"Reporter": "worker", "ts": "2026-07-26T02:00:00Z", "TS": "2026-07-26T03:00:00Z"}'), v)
+    assert (got["worker"], got["reporter"], got["ts"], got["dropped"]) == ("unknown", None, None,
+                                                                          ["reporter", "ts", "worker"])
+    # agreeing spellings are one value, as before
+    assert normalize(parse_line(json.dumps({**base, "worker": "a", "Worker": "a"})), v)["worker"] == "a"
+    # effect_key only costs the line on a kind that names an effect; epoch not on outcome_verified
+    progress = normalize(parse_line('{"seq": 4, "workflow_key": "k", "kind": "progress", "epoch": 1, '
+                                    '"effect_key": "x", "effectKey": "y"}'), v)
+    assert (progress["effect_key"], progress["dropped"]) == (None, ["effect_key"])
+    verified = normalize(parse_line('{"seq": 5, "workflow_key": "k", "kind": "outcome_verified", "epoch": 1, '
+                                    '"Epoch": 2, "effect_key": "x"}'), v)
+    assert verified["epoch"] is None
+    for costly in ('"seq": 1, "Seq": 2', '"epoch": 1, "Epoch": 2', '"effect_key": "x", "effectKey": "y"',
+                   '"workflow_key": "k", "workflowKey": "j"', '"kind": "effect_committed", "Kind": "progress"'):
+        line = ('{"seq": 1, "workflow_key": "k", "kind": "effect_committed", "epoch": 1, "effect_key": "x", '
+                + costly + "}")
+        with pytest.raises(Rejected, match="is given twice with different values"):
+            normalize(parse_line(line), v)
+
+
+def test_the_stale_commit_with_two_workers_is_found_in_every_reading_door(tmp_path):
+    """The fixture through the batch audit, a ``--db`` store (careful and fast), and the live
+    converter: the commit at seq 3 is kept, its worker dropped, and reported."""
+    from auditor.otel import event_from_record
+
+    log = FIXTURES / "descriptive_field_given_twice_keeps_the_event.jsonl"
+    with audit([log]) as r:
+        assert [(f.grade.value, f.seq, f.worker) for f in r.findings] == [("stale_commit", 3, "unknown"),
+                                                                         ("stale_activity", 4, "alpha")]
+        malformed = [(d.line, d.detail.split(" could not")[0]) for d in r.diagnostics]
+        assert malformed == [(3, '"worker"'), (4, '"effect_key"'), (4, '"sink"')]
+        assert r.input.quarantined == 1  # line 5: an effect kind's effect_key given two values
+    assert _stored(log, careful=False) == _stored(log, careful=True)
+    e = event_from_record({"seq": 3, "workflow_key": "k", "kind": "effect_committed", "epoch": 17,
+                           "effect_key": "e", "worker": "a", "Worker": "b"})
+    assert (e.seq, e.worker) == (3, "unknown")
+
+
+def test_otlp_keeps_a_span_whose_descriptive_attribute_is_given_twice(tmp_path):
+    """OTLP JSON (files) and protobuf (serve): ``ownership.worker`` twice drops the worker, keeps
+    the span; ``ownership.epoch`` twice still refuses it."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from auditor.ingest.otlp import read_otlp
+    from auditor.otel.otlp_proto import trace_records
+
+    def span(seq, twice):
+        attrs = [{"key": "ownership.workflow_key", "value": {"stringValue": "k"}},
+                 {"key": "ownership.event", "value": {"stringValue": "effect_committed"}},
+                 {"key": "ownership.effect_key", "value": {"stringValue": "pay"}},
+                 {"key": "ownership.seq", "value": {"intValue": str(seq)}},
+                 {"key": "ownership.epoch", "value": {"intValue": "1"}},
+                 *({"key": twice, "value": {"stringValue": v}} for v in ("a", "b"))]
+        return {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + str(seq), "name": "run", "startTimeUnixNano": "1",
+                "attributes": attrs}
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [span(3, "ownership.worker"), span(4, "ownership.epoch")]}]}]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(doc) + "\n")
+    got = list(read_otlp(path, "t.jsonl"))
+    assert [r for _, _, r in got][1].startswith('span 2 of this line: attribute "ownership.epoch" is given twice')
+    with audit([path]) as r:
+        assert [(d.kind.value, d.detail.split(" could not")[0]) for d in r.diagnostics
+                if d.kind.value == "malformed_field"] == [("malformed_field", '"worker"')]
+        assert (r.input.events, r.input.quarantined) == (1, 1)
+    body = ParseDict({"resourceSpans": [{"scopeSpans": [{"spans": [
+        dict(s, traceId="AAAAAAAAAAAAAAAAAAAAAQ==", spanId="AAAAAAAAAAE=") for s in doc["resourceSpans"][0]
+        ["scopeSpans"][0]["spans"]]}]}]}, ExportTraceServiceRequest()).SerializeToString()
+    reasons: list[str] = []
+    records = trace_records(body, reasons)
+    assert [r["seq"] for r in records] == [3] and len(reasons) == 1
+    from auditor.otel.convert import checked_event
+
+    event, _ = checked_event(records[0])
+    assert event.worker == "unknown"

@@ -69,7 +69,7 @@ def draw(tl: KeyTimeline, findings: list[Finding], clean: bool) -> Timeline:
         anchor=_key_anchor("tl", tl.workflow_key), workflow_key=tl.workflow_key, width=width,
         height=axis_y + AXIS_H, plot_left=LABEL_W, plot_right=plot_right, axis_y=axis_y, lanes=lanes,
         bands=bands, rules=rules, joins=joins, marks=marks, ticks=ticks, gaps=gaps, shown=len(shown),
-        total=total, note=_cut_note(events, chosen, total), clean=clean)
+        total=total, note=_cut_note(events, chosen, total), clean=clean, axis=word)
 
 
 def _lanes(events: list[Event], shown: list[Event], findings: list[Finding]

@@ -112,5 +112,6 @@ class Timeline:
     total: int  # events of the key
     note: str | None  # what was left out, when anything was
     clean: bool  # a control case: handovers, no finding
+    axis: str = "seq"  # what the places are: "seq", or "position" in a key ordered by observation
 
 
