@@ -10,6 +10,8 @@ more lines were lost than --allow-quarantined accepts, so a pass cannot be claim
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -189,7 +191,8 @@ def map_cmd(
         if out.exists() and not force:
             raise fail(f"--out {out} exists; pass --force to overwrite it, or name another file")
     with errors():
-        found = suggest(paths, lines, fmt)
+        with _sampling(lines, quiet) as progress:
+            found = suggest(paths, lines, fmt, progress=progress)
         text = render(found)
         if out is not None:
             write_atomic(out, text, paths)
@@ -204,6 +207,22 @@ def map_cmd(
                    f"{len(found.kinds)} kind entries, {len(found.ignore)} ignore entries, "
                    f"{len(found.undecided)} to decide; on the first {len(found.sample.lines):,} lines it "
                    f"reads {c.events:,} events, {c.ignored:,} ignored, {c.quarantined:,} quarantined", err=True)
+
+
+@contextmanager
+def _sampling(lines: int, quiet: bool):
+    """``auditor map``'s progress bar, in lines read, then a spinner while it weighs them: on a
+    terminal only (nothing when stderr is not one, or with --quiet)."""
+    if quiet or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("sampling lines", total=lines)
+        yield lambda n: bar.advance(task, n)
 
 
 @app.command()

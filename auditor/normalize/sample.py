@@ -10,7 +10,7 @@ import csv
 import io
 import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +47,26 @@ class Sample:
     first_unreadable: str | None = None
 
 
+def as_int(v: Any) -> int | None:
+    """An integer as a log writes one: a JSON integer, a decimal string or a ``0x`` hexadecimal
+    string (a ZooKeeper zxid); None for anything else."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return v
+    if not isinstance(v, str):
+        return None
+    text = v.strip()
+    try:
+        if text[:2].lower() == "0x" and len(text) > 2:
+            return int(text[2:], 16)
+        if text.lstrip("+-").isdigit() and text.isascii():
+            return int(text)
+    except ValueError:
+        return None
+    return None
+
+
 def leaves(members: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     """Every leaf of a record by its dotted path (the first of duplicate members)."""
     out: dict[str, Any] = {}
@@ -64,9 +84,10 @@ def leaves(members: Iterable[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_sample(paths: Iterable[str | os.PathLike], limit: int = SAMPLE_LINES, fmt: str = "auto",
-                limits: Limits | None = None) -> Sample:
+                limits: Limits | None = None, progress: Callable[[int], None] | None = None) -> Sample:
     """The first ``limit`` lines of ``paths`` (files in the order given, directories expanded);
-    ``InputError`` when a path cannot be read or holds nothing to read."""
+    ``InputError`` when a path cannot be read or holds nothing to read. ``progress`` is called
+    with the number of lines just read (every 10,000)."""
     limits = limits or Limits.from_env()
     sample = Sample()
     for source in discover(paths, limits):
@@ -78,6 +99,8 @@ def read_sample(paths: Iterable[str | os.PathLike], limit: int = SAMPLE_LINES, f
         try:
             for n, members in itertools.islice(_records(source, fmt_of, sample), limit - len(sample.lines)):
                 sample.lines.append(Line(source.name, n, members, leaves(members)))
+                if progress is not None and len(sample.lines) % 10_000 == 0:
+                    progress(10_000)
         except (OSError, EOFError, UnicodeDecodeError, ValueError) as e:
             raise InputError(f"{source.name}: cannot read: {e}") from e
         finally:

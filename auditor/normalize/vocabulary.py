@@ -37,7 +37,7 @@ REASONS: Mapping[str, str] = MappingProxyType({
     "key_missing": '"workflow_key" is missing; add the unit that must have one effect owner (or job_id / run_id)',
     "kind_missing": '"kind" is missing; expected one of ' + _KIND_LIST,
     "kind_unknown": ('"{source}" is "{value}", not a kind the auditor knows; map it with --map FILE '
-                     '([kinds] {name} = "{guess}"){ignore}'),
+                     '([kinds] {name} = {guess}){ignore}'),
     "kind_ambiguous": ('"{source}" is "{value}", which {first} and {second}; the line is ambiguous, make the '
                        '--map entries exclusive'),
     "not_integer": '"{field}" is "{value}", expected an integer in int64 range',
@@ -51,18 +51,15 @@ REASONS: Mapping[str, str] = MappingProxyType({
                   'ambiguous, keep one of them'),
 })
 
-_GUESSES = (("commit", "effect_committed"), ("verif", "outcome_verified"), ("reject", "effect_attempted"),
-            ("attempt", "effect_attempted"), ("start", "effect_attempted"), ("request", "effect_attempted"),
-            ("call", "effect_attempted"), ("claim", "lease_acquired"), ("acquir", "lease_acquired"),
-            ("lease", "lease_acquired"))
 
 
 def guess_kind(name: str) -> str:
-    """The canonical kind a team's kind name most likely means, for the ``--map`` hint."""
-    for part, kind in _GUESSES:
-        if part in name:
-            return kind
-    return "progress"
+    """The right-hand side the ``--map`` hint proposes for a team's kind name: the kind its words
+    say, never ``progress`` for an effect's words, never an acquisition or a commit for a
+    renewal, release, checkpoint or bare completion (``words.hint``; issue 45)."""
+    from .words import hint
+
+    return hint(name)
 
 
 #: Where entries are written, for messages: ``(table, name) -> line``.

@@ -57,6 +57,7 @@ def summary_lines(result: AuditResult, expect: str | None = None) -> list[Text]:
     out.append(Text(
         f"input: {accounting(inp)}; {plural(len(inp.files), 'file')}; ordering {result.ordering}"))
     out.extend(Text(f"  {clean(line)}") for line in ignored_entries(inp, limit=5))
+    out.extend(Text(f"  {clean(line)}") for line in _attrs_hints(result))
     if inp.skipped:
         first = inp.skipped[0]
         out.append(Text(f"skipped: {plural(len(inp.skipped), 'path')} that "
@@ -196,6 +197,20 @@ def print_ingested(db: object, counts: list, total: "InputSummary", file: IO[str
         lines.append(Text(f"{clean(skip.path)}: skipped, {clean(skip.reason)}"))
     lines.append(Text(f"{clean(db)}: {plural(total.events, 'event')} from {plural(len(total.files), 'file')}"))
     _print(lines, file)
+
+
+def _attrs_hints(result: AuditResult) -> list[str]:
+    """What a vocabulary left in attrs that looks like order or ownership (``explain.attrs_hints``),
+    when the result's store can still be read; nothing otherwise (a closed or remote store)."""
+    from ..explain.attrs_hints import attrs_hints
+
+    store = getattr(result, "store", None)
+    if store is None or getattr(store, "con", None) is None:
+        return []
+    try:
+        return attrs_hints(result)
+    except Exception:  # noqa: BLE001 - a hint is never worth failing the report over
+        return []
 
 
 def print_summary(result: AuditResult, file: IO[str] | None = None, expect: str | None = None) -> None:

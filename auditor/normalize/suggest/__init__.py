@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ...core.limits import Limits
 from ..reference import Ignored, Rejected, normalize
 from ..sample import SAMPLE_LINES, Sample, read_sample
 from ..vocabulary import Vocabulary, VocabularyError
-from .fields import FieldChoice, PathStats, choose_fields, path_stats
+from .fields import FieldChoice, PathStats, choose_fields, left_behind, path_stats
 from .messages import Message, messages
 
 __all__ = ["suggest", "Suggestion", "MAX_KINDS", "SAMPLE_LINES"]
@@ -35,6 +35,24 @@ class Check:
     quarantined: int = 0
     reasons: Counter = field(default_factory=Counter)
     first: dict[str, tuple[str, int]] = field(default_factory=dict)
+    keys: set = field(default_factory=set)          # workflow keys of the events
+    acquired: set = field(default_factory=set)      # ... with an acquisition
+    seqd: set = field(default_factory=set)          # ... with a seq on some event
+    noseq: Counter = field(default_factory=Counter)  # events without a seq, per key
+
+    @property
+    def unordered(self) -> set:
+        """The keys the audit would order by observation: no event of theirs gives a seq."""
+        return self.keys - self.seqd
+
+    @property
+    def unplaced(self) -> int:
+        """Events without a seq in a key ordered by seq: the audit cannot place them."""
+        return sum(n for k, n in self.noseq.items() if k in self.seqd)
+
+    @property
+    def without_acquisition(self) -> int:
+        return len(self.keys - self.acquired)
 
 
 @dataclass
@@ -51,18 +69,26 @@ class Suggestion:
     check: Check
     refused: list[tuple[FieldChoice, str]] = field(default_factory=list)  # field entries the file would refuse
     known: list[Message] = field(default_factory=list)  # values that are kind names already: no entry
+    left: list[tuple[str, str]] = field(default_factory=list)  # (attrs path, field) that look like order/ownership
+
+    @property
+    def undecided_lines(self) -> int:
+        """Lines of the messages left to decide (they quarantine as unknown kinds)."""
+        return sum(m.lines for m in self.undecided) + sum(m.lines for m in self.beyond)
 
 
 def suggest(paths: Iterable[str | os.PathLike], lines: int = SAMPLE_LINES, fmt: str = "auto",
-            limits: Limits | None = None) -> Suggestion:
+            limits: Limits | None = None, progress: Callable[[int], None] | None = None) -> Suggestion:
     """The vocabulary that would audit the first ``lines`` lines of ``paths``, with its evidence.
-    Blocking; raises ``InputError`` when the input cannot be read."""
-    sample = read_sample(paths, lines, fmt, limits)
+    Blocking; raises ``InputError`` when the input cannot be read. ``progress`` is called with
+    the number of lines just read."""
+    sample = read_sample(paths, lines, fmt, limits, progress)
     stats = path_stats(sample)
     chosen = choose_fields(sample, stats)
-    where = {c.field: c.path or c.as_is for c in chosen}
+    where = {c.field: c.path or c.as_is for c in reversed(chosen)}  # the first epoch path
+    epochs = [c.path or c.as_is for c in chosen if c.field == "epoch"]
     kind_path = where.get("kind")
-    found = messages(sample, kind_path, where) if kind_path else []
+    found = messages(sample, kind_path, where, epochs) if kind_path else []
     known = [m for m in found if m.kind is not None and m.exact and _known(m)]
     kinds = [m for m in found if m.kind is not None and m not in known]
     ignore = [m for m in found if m.ignore]
@@ -76,7 +102,7 @@ def suggest(paths: Iterable[str | os.PathLike], lines: int = SAMPLE_LINES, fmt: 
     refused: list[tuple[FieldChoice, str]] = []
     vocabulary = _settle(chosen, kinds, ignore, undecided, refused)
     return Suggestion(sample, stats, chosen, kind_path, kinds, ignore, undecided, beyond, vocabulary,
-                      check(sample, vocabulary, kind_path), refused, known)
+                      check(sample, vocabulary, kind_path), refused, known, left_behind(sample, stats, chosen))
 
 
 def _known(m: Message) -> bool:
@@ -169,8 +195,16 @@ def check(sample: Sample, vocabulary: Vocabulary, kind_path: str | None = None) 
                 out.ignored += 1
                 continue
         try:
-            normalize(line.members, vocabulary)
+            event = normalize(line.members, vocabulary)
             out.events += 1
+            key = event.get("workflow_key")
+            out.keys.add(key)
+            if event.get("kind") == "lease_acquired":
+                out.acquired.add(key)
+            if event.get("seq") is None:
+                out.noseq[key] += 1
+            else:
+                out.seqd.add(key)
         except Ignored:
             out.ignored += 1
         except Rejected as e:

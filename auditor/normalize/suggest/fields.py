@@ -14,7 +14,8 @@ from typing import Any
 from ...core.fields import DECISIONS, FIELDS, HEARTBEATS, REPORTERS, SINK_RESULTS, name_key
 from ...core.instants import epoch_seconds, instant
 from ..vocabulary import DEFAULT
-from ..sample import Sample
+from ..sample import Sample, as_int
+from .values import along, effect_key_like, epoch_like, reporter_like, seq_like, shared, sink_like
 
 #: Names teams give each field, best first (``name_key`` form; a dotted name is a whole path, a
 #: plain one also matches a nested member's last name: ``labels.job``). The field's own name and
@@ -22,20 +23,20 @@ from ..sample import Sample
 NAMES: dict[str, tuple[str, ...]] = {
     "kind": ("event.action", "msg", "message", "event", "action", "event.type", "event_type", "type", "body"),
     "workflow_key": ("workflow", "workflow_id", "job_key", "task_id", "task", "lease.key", "lease_key",
-                     "lease.name", "run", "key"),
+                     "lease.name", "lease_name", "lock_path", "lock", "election", "lease", "run", "key"),
     "epoch": ("lease.token", "fencing_token", "token", "fence", "fence_token", "lease_token", "lease.epoch",
-              "term", "generation", "owner_epoch", "lease_epoch"),
-    "seq": ("event.sequence", "sequence", "revision", "rev", "mod_revision", "seq_no", "seqno", "offset",
+              "term", "generation", "owner_epoch", "lease_epoch", "czxid", "create_revision", "lease_transitions"),
+    "seq": ("event.sequence", "sequence", "revision", "rev", "mod_revision", "zxid", "seq_no", "seqno", "offset",
             "log_offset", "lsn", "version", "index"),
     "ts": ("@timestamp", "timestamp", "time", "t", "datetime", "otel.time", "event.created", "date"),
-    "worker": ("host.name", "worker_id", "hostname", "host", "instance", "instance_id", "pod", "node",
-               "owner", "holder", "agent.name", "service.instance.id"),
+    "worker": ("service.node.name", "worker.id", "worker_id", "holder", "identity", "client_id", "host.name", "hostname", "host", "instance", "instance_id", "pod", "node",
+               "owner", "agent.name", "service.instance.id"),
     "effect_key": ("effect.key", "effect_id", "idem", "idempotency", "idempotency_key", "dedupe_key",
                    "dedup_key", "request_key", "operation_id"),
-    "sink": ("effect.sink", "destination", "target", "downstream"),
+    "sink": ("effect.sink", "destination", "destination.address", "target", "downstream", "peer.service"),
     "sink_result": ("effect.result", "result", "outcome"),
-    "reporter": ("reported_by", "source"),
-    "step_id": ("step", "stage"),
+    "reporter": ("reported_by", "role", "component", "event.provider", "provider", "source"),
+    "step_id": ("step", "step_name", "stage"),
     "lease_until": ("lease.until", "lease.expires_at", "lease_expires", "expires"),
     "authority_id": ("mandate_id", "mandate", "grant_id"),
 }
@@ -90,7 +91,7 @@ def shape_of(v: Any) -> str:
     if isinstance(v, (dict, list)):
         return "nested"
     text = str(v).strip()
-    if _INTEGER.fullmatch(text):
+    if _INTEGER.fullmatch(text) or (text[:2].lower() == "0x" and as_int(text) is not None):
         return "int"
     if text[:1].isdigit() and instant(text) is not None:
         return "time"
@@ -113,7 +114,7 @@ def path_stats(sample: Sample) -> dict[str, PathStats]:
                     shapes[v] = shape
             st.shapes[shape] += 1
             if shape == "int":
-                n = int(str(v).strip())
+                n = as_int(v) if not isinstance(v, str) or v.strip()[:2].lower() == "0x" else int(v.strip())
                 st.low = n if st.low is None else min(st.low, n)
                 st.high = n if st.high is None else max(st.high, n)
             text = v if isinstance(v, str) else str(v)
@@ -160,27 +161,120 @@ def _rank(f: str, path: str) -> float | None:
 
 
 def choose_fields(sample: Sample, stats: dict[str, PathStats]) -> list[FieldChoice]:
-    """One ``FieldChoice`` per canonical field found, in ``ORDER``; a path serves one field."""
+    """One ``FieldChoice`` per canonical field found, in ``ORDER`` (``epoch`` may come from several
+    paths that never meet on one line); a path serves one field. A field is found by name and
+    shape, and ``seq``, ``epoch``, ``effect_key``, ``sink`` and ``reporter`` by their values too."""
     used: set[str] = set()
     out: list[FieldChoice] = []
+    n = len(sample.lines)
+    memo: dict[tuple, Any] = {}  # each member is read along the keys once, whichever field asks
     for f in ORDER:
         ranked = sorted((r, p) for p, st in stats.items()
-                        if p not in used and (r := _rank(f, p)) is not None and _fits(f, st))
-        if f == "seq":
-            ranked = [(r, p) for r, p in ranked if _ordered(sample, p, where_key(out)) >= 0.8]
+                        if p not in used and (r := _rank(f, p)) is not None and _fits(f, st)
+                        and _by_value(f, sample, stats, p, out, True, memo))
+        ranked += sorted((100 - stats[p].lines / max(n, 1), p) for p in stats
+                         if p not in used and p not in {q for _r, q in ranked}
+                         and _by_value(f, sample, stats, p, out, False, memo))
         if not ranked:
             continue
         rank, path = ranked[0]
         used.add(path)
-        st = stats[path]
-        choice = FieldChoice(f, evidence=_evidence(f, st, len(sample.lines), sample, out))
-        if rank < 1 and "." not in path:
-            choice.as_is = path
-        else:
-            choice.path = path
-            sure = rank < 4 or (f == "seq" and _ordered(sample, path, where_key(out)) >= 0.95)
-            choice.confidence = "high" if sure and st.lines >= 0.25 * len(sample.lines) else "medium"
-        out.append(choice)
+        out.append(_choice(f, rank, path, sample, stats, out))
+        if f == "epoch":  # the sink's copy of the token beside the worker's, never on one line
+            for _r, other in ranked[1:]:
+                if not any(_meet(sample, other, c.path or c.as_is) for c in out if c.field == "epoch"):
+                    used.add(other)
+                    out.append(_choice(f, _r, other, sample, stats, out))
+    return out
+
+
+def _choice(f: str, rank: float, path: str, sample: Sample, stats: dict[str, PathStats],
+            out: list[FieldChoice]) -> FieldChoice:
+    st = stats[path]
+    choice = FieldChoice(f, evidence=_evidence(f, st, len(sample.lines), sample, out))
+    if rank < 1 and "." not in path:
+        choice.as_is = path
+        return choice
+    choice.path = path
+    sure = rank < 4 or (rank >= 99 and f in ("seq", "epoch", "effect_key")) or (
+        f == "seq" and _ordered(sample, path, where_key(out)) >= 0.95)
+    choice.confidence = "high" if sure and st.lines >= 0.25 * len(sample.lines) else "medium"
+    if rank >= 99:
+        choice.evidence += "; found by its values, not its name"
+    return choice
+
+
+def _clock(st: PathStats) -> bool:
+    """Integers that read as instants (seconds, milliseconds, microseconds or nanoseconds since 1970,
+    between the years 2000 and 2100)."""
+    if st.low is None or st.high is None:
+        return False
+    return any(946_684_800 * m <= st.low and st.high <= 4_102_444_800 * m for m in (1, 10**3, 10**6, 10**9))
+
+
+def _meet(sample: Sample, a: str, b: str) -> bool:
+    return any(a in line.leaves and b in line.leaves for line in sample.lines)
+
+
+_TIME_WORDS = ("time", "timestamp", "ts", "t", "at", "date", "created", "updated", "nanos", "millis")
+
+
+def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, chosen: list[FieldChoice],
+              named: bool, memo: dict[tuple, Any]) -> bool:
+    """Whether the values of ``path`` read as field ``f`` (``named``: the name already says so,
+    the values must not contradict it; else the values alone must say it)."""
+    st = stats[path]
+    key = where_key(chosen)
+    last = name_key(path.rsplit(".", 1)[-1])
+    if f in ("seq", "epoch"):
+        if st.share("int") < 0.95 or (st.low or 0) < 0 or last in _TIME_WORDS or "time" in last:
+            return False
+        if not named and _clock(st):
+            return False  # increasing and unique, but a worker's clock is never the order
+        a = memo.get(("along", path, key))
+        if a is None:
+            a = memo[("along", path, key)] = along(sample, path, key)
+        if f == "seq":
+            # its name says the order: unique per key is enough (buffered lines come late in the file)
+            return seq_like(a) or (named and (a.pairs == 0 or (a.lines >= 2 and a.unique >= 0.99)))
+        return (named and not seq_like(a)) or epoch_like(a)
+    if f == "kind":
+        # a constant (ECS event.kind = "event") is never the kind, unless it is a kind's name
+        return named and (len(st.values) >= 2 or all(DEFAULT.kind_of(v) is not None for v in st.values))
+    if f == "effect_key":
+        if st.share("text") < 0.9 or path == key:
+            return False
+        if named:
+            return True
+        s = memo.get(("shared", path, key))
+        if s is None:
+            s = memo[("shared", path, key)] = shared(sample, path, key)
+        key_lines = stats[key].lines if key in stats else len(sample.lines)
+        return effect_key_like(s, key_lines)
+    if f == "sink":
+        effect = next((c.path or c.as_is for c in chosen if c.field == "effect_key"), None)
+        return named or (effect is not None and st.share("text") >= 0.9 and st.lines <= stats[effect].lines
+                         and sink_like(shared(sample, path, key, effect)))
+    if f == "reporter":
+        return named or reporter_like(st.values, st.lines)
+    return named
+
+
+def left_behind(sample: Sample, stats: dict[str, PathStats], chosen: list[FieldChoice]) -> list[tuple[str, str]]:
+    """Integer members left in ``attrs`` whose values look like the authoritative order (unique
+    and increasing per key) or an owner epoch (stepping up per key): ``(path, field)``."""
+    used = {c.path or c.as_is for c in chosen}
+    key = where_key(chosen)
+    out = []
+    for path, st in sorted(stats.items()):
+        last = name_key(path.rsplit(".", 1)[-1])
+        if path in used or st.share("int") < 0.95 or last in _TIME_WORDS or "time" in last:
+            continue
+        a = along(sample, path, key)
+        if seq_like(a) and a.pairs:
+            out.append((path, "seq"))
+        elif epoch_like(a):
+            out.append((path, "epoch"))
     return out
 
 
@@ -195,10 +289,10 @@ def _ordered(sample: Sample, path: str, key_path: str | None) -> float:
     up = pairs = 0
     for line in sample.lines:
         v = line.leaves.get(path)
-        if v is None or shape_of(v) != "int":
+        n = as_int(v)
+        if n is None:
             continue
         key = line.leaves.get(key_path) if key_path else None
-        n = int(str(v).strip())
         if key in last:
             pairs += 1
             up += n > last[key]

@@ -11,29 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.fields import EFFECT_KINDS, EPOCH_OPTIONAL_KINDS, KIND_ALIASES, name_key
-from ..sample import Sample
+from ..sample import Sample, as_int
+from ..words import RELEASE, TRYING, Said, say
 
-#: Words that say which kind a message means, checked in this order (a refusal is said with an
-#: attempt's words: "write refused"; a lost heartbeat with a heartbeat's).
-WORDS: tuple[tuple[str, frozenset[str]], ...] = tuple((kind, frozenset(words.split())) for kind, words in (
-    ("result_rejected", "refused refuse rejected reject rejection fenced denied stale"),
-    ("heartbeat_lost", "heartbeat_lost"),
-    ("heartbeat_ok", "heartbeat_ok"),
-    ("outcome_verified", "verified verify verification confirmed reconciled"),
-    ("effect_compensated", "compensated compensation refunded reverted undone"),
-    ("authority_revoked", "revoked revoke"),
-    ("resumed", "resumed resume resuming replaying replayed"),
-    ("revalidated", "revalidated revalidate revalidation"),
-    ("effect_committed", "committed commit published completed wrote written charged applied succeeded "
-                         "delivered stored saved"),
-    ("effect_attempted", "attempted attempt attempting publishing writing sending sent calling requesting "
-                         "started starting invoking submitting submitted charging"),
-    ("lease_acquired", "acquired acquire claimed claim granted elected takeover obtained"),
-    ("progress", "progress exported processed rows done checkpoint working step batch renewed extended "
-                 "heartbeat"),
-))
-_LOST = frozenset("lost missed miss failed timeout expired".split())
-_OK = frozenset("ok sent renewed beat alive".split())
 _WORD = re.compile(r"[a-z0-9]+")
 _REGEX_SPECIAL = set(".^$*+?{}[]\\|()")
 
@@ -49,7 +29,9 @@ class Message:
     keyed: int = 0        # lines giving a workflow key
     epoched: int = 0      # lines giving an epoch
     effects: int = 0      # lines giving an effect key
-    first_of_epoch: int = 0  # lines that are the first of their (key, epoch)
+    sinks: int = 0        # lines giving a destination (sink)
+    first_of_epoch: int = 0  # lines that are the first of their (key, epoch), in seq or in file order
+    first_by_seq: int = 0    # ... in seq order (in file order when no line gives a seq)
     kind: str | None = None  # a kind or built-in kind alias; None: ignore or undecided
     ignore: bool = False
     confidence: str = ""
@@ -92,22 +74,25 @@ def _template(value: str, ids: list[str], seen: dict[str, tuple]) -> tuple[str |
 
 def _names(word: str, ids: list[str]) -> bool:
     bare = word.strip(".,;:()[]{}'\"")
-    return any(bare == i or (len(i) >= 3 and i in word) for i in ids)
+    return any(bare == i or (len(i) >= 3 and i in word and not bare.isalpha()) for i in ids)
 
 
-def messages(sample: Sample, kind_path: str, paths: dict[str, str]) -> list[Message]:
+def messages(sample: Sample, kind_path: str, paths: dict[str, str], epochs: list[str] | None = None) -> list[Message]:
     """The messages of the kind field ``kind_path``, in the order first seen; ``paths`` says where
     the other fields are (``workflow_key``, ``epoch``, ``seq``, ``worker``, ``effect_key``...)."""
-    key_p, epoch_p, seq_p = paths.get("workflow_key"), paths.get("epoch"), paths.get("seq")
+    key_p, seq_p = paths.get("workflow_key"), paths.get("seq")
+    epoch_of = epoch_getter(epochs if epochs is not None else [paths["epoch"]] if "epoch" in paths else [])
     id_paths = [paths[f] for f in ("workflow_key", "worker", "effect_key", "sink", "step_id") if f in paths]
-    firsts = _firsts(sample, key_p, epoch_p, seq_p)
+    own_ids = {paths[f] for f in ("workflow_key", "worker", "effect_key") if f in paths}  # a word-like step is a word
+    firsts, strict = _firsts(sample, key_p, epoch_of, seq_p)
     found: dict[tuple, Message] = {}
     seen: dict[str, tuple] = {}
     for i, line in enumerate(sample.lines):
         v = line.leaves.get(kind_path)
         if not isinstance(v, str) or not v.strip():
             continue
-        ids = [str(line.leaves[p]) for p in id_paths if line.leaves.get(p) not in (None, "")]
+        ids = [str(x) for p in id_paths if (x := line.leaves.get(p)) not in (None, "")
+               and (p in own_ids or not str(x).isalpha())]
         template = _template(v, ids, seen)
         group = tuple(None if w is None else w.lower() for w in template)
         m = found.get(group)
@@ -119,11 +104,13 @@ def messages(sample: Sample, kind_path: str, paths: dict[str, str]) -> list[Mess
         elif len(m.values) < 200:
             m.values[v] = 1
         m.keyed += _given(line.leaves.get(key_p))
-        m.epoched += _given(line.leaves.get(epoch_p))
+        m.epoched += epoch_of is not None and epoch_of(line) is not None
         m.effects += _given(line.leaves.get(paths.get("effect_key")))
+        m.sinks += _given(line.leaves.get(paths.get("sink")))
         m.first_of_epoch += i in firsts
+        m.first_by_seq += i in strict
     for m in found.values():
-        decide(m)
+        decide(m, epoch_of is not None)
     return list(found.values())
 
 
@@ -131,63 +118,114 @@ def _given(v: Any) -> bool:
     return v is not None and not (isinstance(v, str) and not v.strip())
 
 
-def _firsts(sample: Sample, key_p: str | None, epoch_p: str | None, seq_p: str | None) -> set[int]:
+def _firsts(sample: Sample, key_p: str | None, epoch_of, seq_p: str | None) -> tuple[set[int], set[int]]:
     """The lines that are the first of their (key, epoch) in seq order: acquisitions, in a log
     whose owners start by acquiring."""
-    if key_p is None or epoch_p is None:
-        return set()
-    first: dict[tuple[str, str], tuple[int, int]] = {}
+    if key_p is None or epoch_of is None:
+        return set(), set()
+    by_seq: dict[tuple[str, int], tuple[int, int]] = {}
+    by_line: dict[tuple[str, int], int] = {}
     for i, line in enumerate(sample.lines):
-        key, epoch = line.leaves.get(key_p), line.leaves.get(epoch_p)
-        if not _given(key) or not _given(epoch):
+        key, epoch = line.leaves.get(key_p), epoch_of(line)
+        if not _given(key) or epoch is None:
             continue
-        seq = line.leaves.get(seq_p) if seq_p else None
-        order = (int(str(seq).strip()) if seq is not None and str(seq).strip().lstrip("+-").isdigit() else i, i)
-        k = (str(key), str(epoch).strip())
-        if k not in first or order < first[k]:
-            first[k] = order
-    return {i for _order, i in first.values()}
+        k = (str(key), epoch)
+        by_line.setdefault(k, i)
+        seq = as_int(line.leaves.get(seq_p)) if seq_p else None
+        if seq is not None and (k not in by_seq or (seq, i) < by_seq[k]):
+            by_seq[k] = (seq, i)
+    # the first in seq order, and the first in file order (an acquisition logged without a seq)
+    strict = {i for _order, i in by_seq.values()} if by_seq else set(by_line.values())
+    return strict | set(by_line.values()), strict
 
 
-def words_say(template: tuple[str | None, ...]) -> str | None:
-    """The kind the literal words of a message say, or None."""
-    words = [t for w in template if w is not None for t in _WORD.findall(w.lower())]
-    said = set(words)
-    if "heartbeat" in said or "heartbeats" in said:
-        if said & _LOST:
-            said.add("heartbeat_lost")
-        elif said & _OK or len(said) == 1:
-            said.add("heartbeat_ok")
-    for kind, kind_words in WORDS:
-        if said & kind_words:
-            return kind
-    return None
+def epoch_getter(paths: list[str]):
+    """The epoch of a line: the first of ``paths`` it gives, as an integer (None without)."""
+    if not paths:
+        return None
+
+    def get(line) -> int | None:
+        for p in paths:
+            n = as_int(line.leaves.get(p))
+            if n is not None:
+                return n
+        return None
+    return get
 
 
-def decide(m: Message) -> None:
-    """Give ``m`` a kind, declare it irrelevant, or leave it to decide, with why and how sure."""
-    said = words_say(m.template)
-    base = KIND_ALIASES[said][0] if said in KIND_ALIASES else said
-    if said is None:
-        if m.keyed == 0:
-            m.ignore, m.confidence = True, "high"
-            m.why = "no line of it gives a workflow key, and no word of it says it is evidence"
-        else:
-            m.why = f"{m.keyed:,} of its lines give a workflow key, but no word of it says which kind"
+_DECIDE_EFFECT = "decide: effect_attempted or effect_committed"
+
+
+def decide(m: Message, epochs_known: bool = True) -> None:
+    """Give ``m`` a kind, declare it irrelevant, or leave it to decide, with why and how sure.
+    Never dangerous: an acquisition needs its lines to open new epochs, a commit needs its lines to
+    name an effect key, and words of a renewal, release, checkpoint or bare completion are never
+    either (SPEC section 2, revision 3.1)."""
+    said = say(" ".join(w for w in m.template if w is not None))
+    if said.kind is None:
+        _undecided(m, said, epochs_known)
+        return
+    base = KIND_ALIASES[said.kind][0] if said.kind in KIND_ALIASES else said.kind
+    if said.kind.startswith("heartbeat") and epochs_known and m.keyed and m.epoched == 0 and m.effects == 0:
+        _no_owner(m, said)  # "failed to renew lease X" from the election library: no owner's epoch
         return
     if m.keyed == 0:
-        m.why = f'its words say {said}, but no line of it gives a workflow key'
+        m.why = f"its words say {said.kind}, but no line of it gives a workflow key"
         return
-    m.kind = said
-    checks = [m.keyed == m.lines]
+    effects = m.effects >= 0.9 * m.lines
+    if said.kind == "effect_committed" and said.never and m.effects == 0 and m.sinks == 0 and m.epoched == m.lines:
+        m.kind, m.confidence = "progress", "medium"  # "step charge completed": no line names an effect
+        m.why = (f'its words say a completion ("{said.never}"), and none of its {m.lines:,} lines gives an effect key '
+                 "or a destination: progress (never a commit)")
+        return
+    if base in EFFECT_KINDS and not effects:
+        m.why = f"its words say {said.kind}, but only {m.effects:,} of {m.lines:,} lines give an effect key"
+        if said.kind == "effect_committed":
+            m.why += "; a commit without an effect key would invent one"
+        return
+    if base == "progress" and effects:
+        m.why = (f'its words say {said.kind} ("{said.never or "progress"}"), but its lines give an effect key: '
+                 f"{_DECIDE_EFFECT} or progress")
+        return
+    if base == "lease_acquired" and epochs_known and m.first_of_epoch < 0.9 * m.lines:
+        m.why = (f"its words say lease_acquired, but only {m.first_of_epoch:,} of {m.lines:,} lines open a new "
+                 "epoch of their key; a wrong acquisition would invent an epoch")
+        return
+    m.kind = said.kind
+    checks = [m.keyed == m.lines, not (said.never and said.kind == "effect_committed")]
     if base not in EPOCH_OPTIONAL_KINDS and base != "outcome_verified":
         checks.append(m.epoched == m.lines)
     if base in EFFECT_KINDS:
         checks.append(m.effects == m.lines)
-    if base == "lease_acquired":
-        checks.append(m.first_of_epoch >= 0.9 * m.lines)
     m.confidence = "high" if all(checks) else "medium" if sum(checks) * 2 >= len(checks) else "low"
-    m.why = _why(m, said, base)
+    m.why = _why(m, said.kind, base)
+
+
+def _undecided(m: Message, said: Said, epochs_known: bool) -> None:
+    if m.keyed == 0:
+        m.ignore, m.confidence = True, "high"
+        m.why = "no line of it gives a workflow key, and no word of it says it is evidence"
+    elif (said.never is not None and epochs_known and m.epoched == 0 and m.effects == 0
+          and (said.never in TRYING or said.never in RELEASE)):
+        _no_owner(m, said)
+    elif said.never is not None and m.keyed:
+        m.why = f'its words say "{said.never}", never an acquisition or a commit; {m.keyed:,} of its lines give a key'
+    elif said.effect and m.keyed:
+        m.why = f"its words name an effect but not whether it happened: {_DECIDE_EFFECT}"
+    elif (m.keyed == m.lines and epochs_known and m.first_by_seq == m.lines and m.lines >= 2
+          and m.effects == 0):
+        m.kind, m.confidence = "lease_acquired", "medium"
+        m.why = f"no word says which kind, but each of its {m.lines:,} lines opens a new epoch of its key"
+    else:
+        m.why = f"{m.keyed:,} of its lines give a workflow key, but no word of it says which kind"
+
+
+def _no_owner(m: Message, said: Said) -> None:
+    """A renewal, an attempt to acquire, a loss or a release whose lines give no epoch: no owner
+    can be placed by it, so it can be no evidence (an [ignore] entry, listed with its count)."""
+    m.ignore, m.confidence = True, "medium"
+    m.why = (f'its words say "{said.never}" (never an acquisition or a commit) and none of its {m.lines:,} lines '
+             "gives an epoch: no owner's evidence")
 
 
 def _why(m: Message, said: str, base: str) -> str:

@@ -35,7 +35,7 @@ def render(s: Suggestion, command: str = "auditor map") -> str:
     files = ", ".join(_clean(f) for f in s.sample.files)
     out = [f"# Suggested by {command} from the first {n:,} lines of {files}.",
            "# Read it, correct what it got wrong, then: auditor audit LOG --map THIS_FILE",
-           f"# On those lines it reads {_tally(s)}.", ""]
+           f"# On those lines it reads {_tally(s)}.", *_audits_to(s), ""]
     out += _fields(s)
     out += _kinds(s)
     out += _ignore(s)
@@ -54,6 +54,20 @@ def _tally(s: Suggestion) -> str:
     if s.sample.unreadable:
         text += f" ({s.sample.unreadable:,} more lines are no record: {_clean(s.sample.first_unreadable or '')})"
     return text
+
+
+def _audits_to(s: Suggestion) -> list[str]:
+    """What the sample audits to beyond the tally: lines left unplaced, keys the audit would see
+    without an acquisition or without order, and members left in attrs that look like either."""
+    c = s.check
+    n = s.undecided_lines
+    out = [f"# Unplaced: {c.unplaced:,} events without a seq in a key ordered by seq; keys: {len(c.keys):,}, "
+           f"{c.without_acquisition:,} without an acquisition, {len(c.unordered):,} ordered by observation; "
+           f"{n:,} line{'' if n == 1 else 's'} of messages left to decide{' (listed below)' if n else ''}."]
+    for path, f in s.left:
+        what = "the authoritative order" if f == "seq" else "an owner epoch"
+        out.append(f"# Left in attrs: {_short(path)} looks like {what}; map it as {f} if it is.")
+    return out
 
 
 def _fields(s: Suggestion) -> list[str]:
