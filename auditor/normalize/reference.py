@@ -22,7 +22,8 @@ from .jsonline import parse_line
 from .members import collect, pick
 from .values import (ATTRS_ERROR, Ignored, Rejected, _as_int, _as_key, _attrs, _choice, _instant, _key_or_none,
                      _payload_key, _scalar, _shown, _text, _ts, reason, redact)
-from .vocabulary import DEFAULT, Vocabulary, guess_kind
+from .vocabulary import DEFAULT, Vocabulary
+from .words import hint as guess_kind
 
 __all__ = ["normalize", "normalize_line", "parse_line", "attrs_of", "redact", "Rejected", "Ignored",
            "SQL_SHAPE", "ATTRS_ERROR", "_payload_key", "_ts"]

@@ -52,16 +52,6 @@ REASONS: Mapping[str, str] = MappingProxyType({
 })
 
 
-
-def guess_kind(name: str) -> str:
-    """The right-hand side the ``--map`` hint proposes for a team's kind name: the kind its words
-    say, never ``progress`` for an effect's words, never an acquisition or a commit for a
-    renewal, release, checkpoint or bare completion (``words.hint``; issue 45)."""
-    from .words import hint
-
-    return hint(name)
-
-
 #: Where entries are written, for messages: ``(table, name) -> line``.
 Lines = Mapping[tuple[str, str], int]
 

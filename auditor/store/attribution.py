@@ -66,4 +66,4 @@ def attribution(con: "duckdb.DuckDBPyConnection",
 
 
 def _served(con: "duckdb.DuckDBPyConnection") -> bool:
-    return con.execute("SELECT count(*) FROM sources WHERE name = ?", [SOURCE]).fetchone()[0] > 0
+    return con.execute("SELECT count(*) FROM sources WHERE name = ?", [SOURCE]).fetchall()[0][0] > 0

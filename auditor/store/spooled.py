@@ -174,9 +174,10 @@ def scan(directory: Path, after: int = 0) -> Scan:
 
 def store_mark(con) -> int:
     """The last spool entry the store holds (0 when none)."""
-    row = con.execute("SELECT max(digest) FROM sources WHERE name = ? AND digest LIKE ?",
-                      [SOURCE, MARK + "%"]).fetchone()
-    return int(row[0][len(MARK):]) if row and row[0] else 0
+    # fetchall: a result left half-read blocks the connection's next relation (DuckDB 2)
+    (row,) = con.execute("SELECT max(digest) FROM sources WHERE name = ? AND digest LIKE ?",
+                         [SOURCE, MARK + "%"]).fetchall()
+    return int(row[0][len(MARK):]) if row[0] else 0
 
 
 def backlog(db: str | os.PathLike, mark: int, upto: int | None = None) -> dict[str, Any] | None:
