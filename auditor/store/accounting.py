@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.fields import REPORTERS
 from ..core.model import Diagnostic, DiagnosticKind, Event, Kind, Reporter, SinkResult
-from ..core.summary import InputSummary, QuarantinedLine, UnplacedLine
+from ..core.summary import InputSummary, QuarantinedLine, first_unplaced
 from ..rules import stable_id
 from .ignored import ignore_summary
 from .schema import SQL
@@ -36,8 +36,8 @@ class Accounting:
         return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), int(ignored),
                             unplaced=sum(self.unplaced_kinds().values()), quarantine=sample,
                             ignore=ignore_summary(self.con) if ignored else [],
-                            unplaced_first=[UnplacedLine(*r[:4]) for r in self.con.execute(
-                                SQL["unplaced_first"], [first]).fetchall()],
+                            unplaced_first=first_unplaced(self.con.execute(
+                                SQL["unplaced_first"], [first]).fetchall(), first),
                             skipped=list(self.skipped))
 
     def unplaced_kinds(self) -> dict[str, int]:
