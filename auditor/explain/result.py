@@ -20,7 +20,7 @@ from .scope import ScopeError
 from ..detect.lease.facts import EMPTY as NO_LEASE_HEALTH, LeaseHealth
 from ..rules.grades import GRADES
 from ..core.model import Diagnostic, DiagnosticKind, Event, Finding, Grade, Incident, Verdict
-from ..core.summary import InputSummary, QuarantinedLine, SkippedPath
+from ..core.summary import InputSummary, QuarantinedLine, SkippedPath, unplaced_reason
 from .workflows import COUNTS, WorkflowSummary, WorkflowTable
 
 if TYPE_CHECKING:  # polars is imported lazily: the CLI's cold start matters
@@ -146,8 +146,7 @@ class AuditResult:
     @property
     def unplaced_lost(self) -> int:
         """Unplaced events that could change a finding at or above ``fail_on`` (SPEC rev 3)."""
-        return sum(n for kind, n in self.unplaced.items()
-                   if kind in LOST_WHEN_UNPLACED or (kind == "progress" and self.fail_on is Grade.STALE_ACTIVITY))
+        return sum(n for kind, n in self.unplaced.items() if self.lost_kind(kind))
 
     @property
     def malformed_lost(self) -> int:
@@ -199,7 +198,31 @@ class AuditResult:
                 "allow_quarantined": self.allow_quarantined,
                 # SPEC rev 3.1; only where it applies, so other documents stay byte-identical
                 **({"allow_unplaced": self.allow_unplaced} if self.unplaced_lost or self.allow_unplaced else {}),
-                "first": [asdict(q) for q in self.input.quarantine]}
+                "first": self.lost_first()}
+
+    def lost_kind(self, kind: str) -> bool:
+        """Whether an unplaced event of ``kind`` could change a finding at or above ``fail_on``."""
+        return kind in LOST_WHEN_UNPLACED or (kind == "progress" and self.fail_on is Grade.STALE_ACTIVITY)
+
+    def lost_first(self) -> list[dict[str, Any]]:
+        """``evidence_lost.first`` (SPEC rev 3.1): the first file and line of every cause that
+        blocks the pass (the first quarantined line and the first dropped value a finding rule reads
+        when lost lines exceed ``allow_quarantined``; the first unplaced event of each kind that
+        could change a finding when those exceed ``allow_unplaced``), then the first quarantined
+        lines that are not among them. Where only quarantined lines are lost, the list is those lines."""
+        quarantine = [asdict(q) for q in self.input.quarantine]
+        blocking: list[dict[str, Any]] = []
+        if self.lost_lines > self.allow_quarantined:
+            blocking += quarantine[:1]
+            blocking += [{"file": d.file, "line": d.line, "reason": d.detail} for d in self.diagnostics
+                         if d.kind == DiagnosticKind.MALFORMED_FIELD and d.numbers and d.numbers["lost"]][:1]
+        if self.unplaced_lost > self.allow_unplaced:
+            seen: set[str] = set()
+            for u in self.input.unplaced_first:
+                if self.lost_kind(u.kind) and u.kind not in seen:
+                    seen.add(u.kind)
+                    blocking.append({"file": u.file, "line": u.line, "reason": unplaced_reason(u)})
+        return blocking + [q for q in quarantine if q not in blocking]
 
     def grade_counts(self) -> dict[str, int]:
         """Findings per grade, in the grades' order (counted as they were written, when spooled)."""
@@ -337,3 +360,4 @@ def _keeps(scope: "Scope", d: Diagnostic, groups: set) -> bool:
     if d.kind in _GROUP_DIAGNOSTICS:
         return tuple(d.group.items()) in groups
     return scope.key_matches(d.workflow_key) and scope.in_window(d.seq, None)
+

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..core.model import Confidence, Diagnostic, DiagnosticKind, EffectOutcome, Incident, Outcome
+from ..core.summary import unplaced_reason
 
 if TYPE_CHECKING:
     from ..core.summary import IgnoredEntry, InputSummary
@@ -246,17 +247,19 @@ def lost_head(result: "AuditResult", shown: int | None = None) -> str:
 
 
 def lost_items(result: "AuditResult", limit: int) -> list[str]:
-    """The first ``limit`` lost lines (``file:line: reason``), conflicts, unplaced events and
-    unreadable values, as raw text."""
-    items = [f"{q.file}:{q.line}: {q.reason}" for q in result.input.quarantine[:limit]]
+    """The lost evidence as raw text, led by ``evidence_lost.first`` (SPEC rev 3.1: the first line
+    of every cause that blocks the pass, then the first quarantined lines), then the first unplaced
+    events that could change a finding, unreadable values and conflicts (each up to ``limit``)."""
+    items = [f"{e['file']}:{e['line']}: {e['reason']}" for e in result.lost_first()[:limit]]
     if result.unplaced_lost:
-        items += [f"{u.file}:{u.line}: {u.kind} of {u.workflow_key} has no seq in a key ordered by seq: "
-                  "unplaced, never judged; give it the seq of its revision" for u in result.input.unplaced_first[:limit]]
+        items += [f"{u.file}:{u.line}: {unplaced_reason(u)}" for u in result.input.unplaced_first
+                  if result.lost_kind(u.kind)][:limit]
     if result.malformed_lost:
         items += [f"{d.file}:{d.line}: {d.detail}" for d in result.diagnostics
                   if d.kind == DiagnosticKind.MALFORMED_FIELD and d.numbers and d.numbers["lost"]][:limit]
     conflicts = [d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT]
-    return items + [f"{d.workflow_key} {at_diagnostic(d)}: {d.detail}" for d in conflicts[:limit]]
+    items += [f"{d.workflow_key} {at_diagnostic(d)}: {d.detail}" for d in conflicts[:limit]]
+    return list(dict.fromkeys(items))
 
 
 def at_diagnostic(d: "Diagnostic") -> str:

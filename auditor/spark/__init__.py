@@ -50,7 +50,7 @@ from ..core.errors import AuditorError, at_the_edge
 from ..explain.incidents import drawn_keys
 from ..core.limits import Limits
 from ..core.model import Grade
-from ..core.summary import IgnoredEntry, SkippedPath, UnplacedLine
+from ..core.summary import IgnoredEntry, SkippedPath, first_unplaced
 from ..explain.result import AuditResult, AuditSession, InputSummary, QuarantinedLine
 from ..explain.scope import Scope
 from ..normalize.vocabulary import Vocabulary, vocabulary_of
@@ -315,13 +315,13 @@ def _summary(files: list, names: dict[int, str], quarantine: list[QuarantinedLin
     for part in read["unplaced"]:
         for kind, count in part.items():
             unplaced[kind] = unplaced.get(kind, 0) + count
-    first = sorted((r for part in read["unplaced_first"] for r in part), key=lambda r: r[4])
+    first = first_unplaced([r for part in read["unplaced_first"] for r in part], tasks.QUARANTINE_FIRST)
     summary = InputSummary(
         files=list(dict.fromkeys(names.values())), lines_read=sum(r.lines_read for r in files),
         events=events, duplicates=sum(r.normalized for r in files) - events,
         quarantined=sum(r.quarantined for r in files), ignored=sum(r.ignored or 0 for r in files),
         ignore=ignore, unplaced=sum(unplaced.values()),
-        quarantine=quarantine, unplaced_first=[UnplacedLine(*r[:4]) for r in first[:tasks.QUARANTINE_FIRST]],
+        quarantine=quarantine, unplaced_first=first,
         skipped=skipped)
     return summary, unplaced
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.model import Diagnostic, DiagnosticKind, Event
 from ..core.rows import event_reader, names
-from ..core.summary import InputSummary, QuarantinedLine, UnplacedLine
+from ..core.summary import InputSummary, QuarantinedLine, first_unplaced
 from ..rules import stable_id
 from .ignored import ignore_summary
 from .schema import SQL
@@ -33,8 +33,8 @@ class Accounting:
         return InputSummary(files, int(lines_read), int(events), int(duplicates), int(quarantined), int(ignored),
                             unplaced=sum(self.unplaced_kinds().values()), quarantine=sample,
                             ignore=ignore_summary(self.con) if ignored else [],
-                            unplaced_first=[UnplacedLine(*r[:4]) for r in self.con.execute(
-                                SQL["unplaced_first"], [first]).fetchall()],
+                            unplaced_first=first_unplaced(self.con.execute(
+                                SQL["unplaced_first"], [first]).fetchall(), first),
                             skipped=list(self.skipped))
 
     def quarantine_reasons(self, first: int = 5) -> tuple[list[tuple[str, int, str, int]], int]:

@@ -414,12 +414,18 @@ ORDER BY i.first_obs;
 SELECT kind, count(*) FROM events WHERE ord IS NULL GROUP BY kind ORDER BY kind;
 
 -- name: unplaced_first
--- The first unplaced events, in observation order, with where they are written.
-SELECT s.name, e.line, e.workflow_key, e.kind, e.obs
-FROM events e JOIN sources s USING (source_id)
-WHERE e.ord IS NULL
-ORDER BY e.obs
-LIMIT $1;
+-- The first $1 unplaced events, and the first of every other kind (SPEC rev 3.1: the first
+-- unplaced event of each kind that blocks a pass is named, though harmless ones come before it),
+-- in observation order, with where they are written.
+WITH u AS (
+    SELECT source_id, line, workflow_key, kind, obs, row_number() OVER (ORDER BY obs) AS n,
+           row_number() OVER (PARTITION BY kind ORDER BY obs) AS k
+    FROM events WHERE ord IS NULL
+)
+SELECT s.name, u.line, u.workflow_key, u.kind, u.obs
+FROM u JOIN sources s USING (source_id)
+WHERE u.n <= $1 OR u.k = 1
+ORDER BY u.obs;
 
 -- name: malformed
 -- SPEC rev 3, malformed_field: per file and field, how many events had a value dropped, the

@@ -145,3 +145,43 @@ def test_the_timeline_of_an_observation_ordered_key_says_position():
         html = render_html(r)
     assert set(re.findall(r'class="axis-label"[^>]*>([^<]*)<', html)) == {"seq"}
     assert "in observation order" not in html
+
+
+REJECTED = str(FIXTURES / "unplaced_rejection_named_first.jsonl")
+CULPRIT = (f"{REJECTED}:27: effect_attempted of zk/leader has no seq in a key ordered by seq: unplaced, "
+           "never judged; give it the seq of its revision")
+
+
+def test_an_incomplete_verdict_names_its_culprit_first_in_every_renderer(tmp_path):
+    """Item 7 of issue 42: 24 harmless seq-less progress lines, then one unplaced rejected attempt.
+    The culprit is past the first 20 unplaced events, yet the JSON's first, the terminal, the
+    Markdown and the HTML lead with it, and list no progress line."""
+    doc, md, html = tmp_path / "a.json", tmp_path / "a.md", tmp_path / "a.html"
+    p = run_cli("audit", REJECTED, "--json", str(doc), "--markdown", str(md), "--html", str(html))
+    assert p.returncode == 3, p.stderr
+    out = lines(p)
+    assert out[1:3] == ["lost: 0 quarantined lines, 0 event_id conflicts (within --allow-quarantined 0), "
+                        "1 unplaced event (more than --allow-unplaced 0):", "  " + CULPRIT]
+    assert out[3].startswith("input: ")
+    lost = json.loads(doc.read_text())["evidence_lost"]
+    assert (lost["unplaced"], lost["first"]) == (1, [{"file": REJECTED, "line": 27, "reason": CULPRIT.split(": ", 1)[1]}])
+    bullets = [ln for ln in md.read_text().splitlines() if ln.startswith("- ")]
+    assert bullets[0] == "- " + CULPRIT.replace("_", "\\_")
+    assert not any("progress" in b for b in bullets)
+    page = html.read_text()
+    table = page[page.index("<caption>Evidence lost"):page.index("</table>", page.index("<caption>Evidence lost"))]
+    assert table.count("<tr><td>") == 1 and '<td class="num">27</td>' in table
+
+
+def test_blocking_causes_lead_and_what_is_within_its_allowance_follows(tmp_path):
+    """A quarantined line within --allow-quarantined 1 and the blocking unplaced attempt: the
+    attempt leads evidence_lost.first; when both block, each cause's first line leads in order."""
+    path = tmp_path / "both.jsonl"
+    path.write_text(open(REJECTED).read() + '{"seq": 9, "workflow_key": "k", "kind": "progress", "epoch": "x"}\n')
+    with audit([str(path)], allow_quarantined=1) as one, audit([str(path)]) as none:
+        assert one.verdict is none.verdict is Verdict.INCOMPLETE
+        assert [(e["line"], e["reason"].split(" ")[0]) for e in one.evidence_lost()["first"]] == [
+            (27, "effect_attempted"), (29, none.input.quarantine[0].reason.split(" ")[0])]
+        assert [e["line"] for e in none.evidence_lost()["first"]] == [29, 27]
+    with audit([str(path)], allow_unplaced=1) as only_lines:  # the attempt is within its allowance
+        assert [e["line"] for e in only_lines.evidence_lost()["first"]] == [29]

@@ -193,6 +193,16 @@ CASES = [
          {"tool=t": Seen(gaps=(10.0, 20.0, 20.0), extension_left_min=40.0)},
          {"tool=t": Judged(20.0, 0.0, 60.0, 20.0, False)}, [],
          live_seen={"tool=t": Seen(gaps=(20.0, 20.0, 30.0), extension_left_min=30.0)}),
+    # SPEC revision 3.1: an unplaced attempt (no seq in a key ordered by seq) is judged by its ts.
+    # Epoch 1's lease runs to 65 s; its attempt at 20 s is within it, the one at 80 s is 15 s
+    # past it: effect_after_lease_expiry with a null seq (it points at its position, never a seq).
+    Case("unplaced attempt after the lease expired",
+         [e(1, "acq", 1, 0, until=35), e(None, "att", 1, 20, effect_key="c/6"), hb(2, 1, 30, until=65),
+          e(None, "att", 1, 80, effect_key="c/7"), e(3, "acq", 2, 90, until=125)],
+         {"tool=t": Seen(gaps=(), takeover_ages=(60.0,), takeover_left=(-25.0,), extension_left_min=5.0,
+                         expired=1, reclaims=1)},
+         {"tool=t": Judged(None, None, 35.0, None, False)},
+         [("effect_after_lease_expiry", "k", None, 1, {"after_expiry_s": 15.0})]),
 ]
 IDS = [c.name for c in CASES]
 

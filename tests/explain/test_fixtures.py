@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,10 @@ def test_fixture_findings(expected):
         assert diags == _sorted(want["diagnostics"])
     if "quarantine" in want:
         assert [[q.line, q.reason] for q in result.input.quarantine] == want["quarantine"]
+    if "evidence_lost" in want:  # SPEC rev 3.1: every cause counted, the blocking ones first (file by name)
+        lost = result.evidence_lost()
+        lost["first"] = [{**e, "file": Path(e["file"]).name} for e in lost["first"]]
+        assert lost == want["evidence_lost"]
     if "lease_health" in want:  # SPEC section 7: every metric of every group and key, whole
         assert result.lease_health.to_dict() == want["lease_health"]
 

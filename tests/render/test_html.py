@@ -170,7 +170,7 @@ def test_seed_context_header(seed):
         ("stale_activity", 1), ("rejected_attempt", 0), ("compensated", 0), ("stale_attempt", 1),
         ("unauthorized_attempt", 0), ("stale_commit", 1), ("unauthorized_commit", 0), ("double_commit", 1)]
     assert dataclasses.astuple(ctx.input) == (
-        ["fixtures/seed_split_brain.jsonl"], "16", "16", "0", "0", "", "", "authoritative", [], 0, [])
+        ["fixtures/seed_split_brain.jsonl"], "16", "16", "0", "0", "", "", "authoritative", [], 0, [], [])
     assert [(s.label, s.value) for s in ctx.stats] == [
         ("workflows", "3"), ("acquisitions", "5"), ("handovers", "2"), ("clean handover", "1"),
         ("incident", "1"), ("diagnostics", "0")]

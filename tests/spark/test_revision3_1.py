@@ -36,7 +36,8 @@ def test_spark_keeps_the_allowances_apart(spark_session, options, verdict):
         _same(got, local)
 
 
-@pytest.mark.parametrize("name", ["zookeeper_hex_zxids.logfmt", "exact_kind_wins_over_pattern.jsonl"])
+@pytest.mark.parametrize("name", ["zookeeper_hex_zxids.logfmt", "exact_kind_wins_over_pattern.jsonl",
+                                  "unplaced_rejection_named_first.jsonl"])
 def test_spark_reads_revision_3_1_fixtures_as_the_single_node_audit(spark_session, name):
     from auditor.spark import audit as spark_audit
 

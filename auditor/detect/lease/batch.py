@@ -22,7 +22,7 @@ from ...rules import lease as lease_rules
 from ...core.errors import AuditError
 from ...rules.lease import DEFAULT_BY, MIN_GAPS, LateExtensions, LateLease
 from ...core.model import Diagnostic, DiagnosticKind
-from ...rules import diagnostic_id, diagnostic_order
+from ...rules import diagnostic_id, diagnostic_order, stable_id
 from ...core.sql import statements
 from .facts import (Group, GroupHealth, KeyHealth, LeaseHealth, LeaseMetrics, Takeover, instant_text, label,
                     seconds)
@@ -148,7 +148,7 @@ def _placed(con: duckdb.DuckDBPyConnection, keys: tuple[KeyHealth, ...],
             numbers = {**numbers, "worst": [{**x, "seq": at.get((x["workflow_key"], x["seq"]), (None, None))[0],
                                              "position": at.get((x["workflow_key"], x["seq"]), (None, None))[1]}
                                             for x in numbers["worst"]]}
-        seq, pos = at.get((d.workflow_key, d.seq), (None, None))
+        seq, pos = at.get((d.workflow_key, d.seq), (None, None)) if d.seq is not None else (None, d.position)
         out.append(dataclasses.replace(d, seq=seq, position=pos, numbers=numbers))
     keys = tuple(dataclasses.replace(k, takeovers=tuple(
         dataclasses.replace(t, seq=at.get((k.workflow_key, t.seq), (None, None))[0],
@@ -238,8 +238,8 @@ def _late_numbers(late: LateExtensions, h: float | None) -> dict[str, Any]:
 
 def _event_diagnostics(con: duckdb.DuckDBPyConnection, group_of: dict[str, Group]) -> list[Diagnostic]:
     out = []
-    for kind, k, s, epoch, worker, a, b, until, effect_key in con.execute(SQL["diagnostic_rows"]).fetchall():
-        kind, s, a = DiagnosticKind(kind), int(s), seconds(a)
+    for kind, k, s, epoch, worker, a, b, until, effect_key, pos in con.execute(SQL["diagnostic_rows"]).fetchall():
+        kind, s, a = DiagnosticKind(kind), _position(s), seconds(a)
         owner = f"epoch {epoch} ({worker})"
         if kind is DiagnosticKind.TAKEOVER_BEFORE_EXPIRY:
             detail = (f"epoch {int(b)} took over while the lease of {owner} still had {_s(a)} to run "
@@ -249,7 +249,13 @@ def _event_diagnostics(con: duckdb.DuckDBPyConnection, group_of: dict[str, Group
             detail = (f"{owner} attempted {effect_key} {_s(a)} after its own lease expired "
                       f"(at {instant_text(until)}; by ts, so confidence medium)")
             numbers = {"after_expiry_s": a}
-        out.append(_diagnostic(kind, k, s, epoch, detail, group_of.get(k, ()), numbers))
+        if s is None:  # an unplaced attempt (SPEC rev 3.1): its global position, never a seq
+            detail = detail.replace(f"attempted {effect_key} ", f"attempted {effect_key} (unplaced: position {pos}, no seq) ", 1)
+            d = _diagnostic(kind, k, None, epoch, detail, group_of.get(k, ()), numbers)
+            d = dataclasses.replace(d, id=stable_id("d-", k, str(kind), "position", int(pos), epoch), position=int(pos))
+        else:
+            d = _diagnostic(kind, k, s, epoch, detail, group_of.get(k, ()), numbers)
+        out.append(d)
     return out
 
 

@@ -207,25 +207,29 @@ GROUP BY ks.dims, gr.k, gr.epoch;
 -- effect_after_lease_expiry: an attempt by an owner after its own last lease_until (the latest
 -- by ts at or before the attempt's, unplaced extensions included). A rejection that answers an
 -- earlier unresolved attempt of its (key, epoch, effect key) is that attempt's receipt (SPEC
--- section 3), not a new action: it is not counted again. An unplaced attempt is never judged (SPEC
--- section 4): it has no position to point at.
--- Columns: kind, key, position, epoch, worker, a, b (ms, or an epoch), lease_until, effect_key.
+-- section 3), not a new action: it is not counted again. An unplaced attempt (no seq in a key
+-- ordered by seq) is judged by its ts too (SPEC revision 3.1: lease health reads ts for unplaced
+-- events); it has no place, so it points at its global position (pos), never at an invented seq,
+-- and, its order unknown, it is never taken for an earlier attempt's receipt.
+-- Columns: kind, key, place (NULL: unplaced), epoch, worker, a, b (ms, or an epoch), lease_until,
+-- effect_key, pos (an unplaced attempt's global position, else NULL).
 SELECT 'takeover_before_expiry' AS kind, k, s, displaced AS epoch, displaced_worker AS worker,
-       epoch_ms(last_until) - epoch_ms(ts) AS a, epoch AS b, last_until AS lease_until, NULL AS effect_key
+       epoch_ms(last_until) - epoch_ms(ts) AS a, epoch AS b, last_until AS lease_until, NULL AS effect_key,
+       NULL AS pos
 FROM lh_takeovers WHERE last_until > ts
 UNION ALL
 SELECT 'effect_after_lease_expiry', k, s, epoch, worker, epoch_ms(ts) - epoch_ms(until), NULL, until,
-       effect_key
+       effect_key, CASE WHEN unplaced THEN pos END
 FROM (
     SELECT *, lag(kind) OVER t AS prev_kind, lag(sink_result) OVER t AS prev_result
     FROM (SELECT *, last_value(lease_until IGNORE NULLS) OVER (
                         PARTITION BY k, epoch ORDER BY ts NULLS FIRST, s, event_id, obs
                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS until
           FROM lh_events WHERE epoch IS NOT NULL)
-    WHERE kind IN ('effect_attempted', 'effect_committed') AND NOT unplaced
-    WINDOW t AS (PARTITION BY k, epoch, effect_key ORDER BY s, event_id, obs))
+    WHERE kind IN ('effect_attempted', 'effect_committed')
+    WINDOW t AS (PARTITION BY k, epoch, effect_key, unplaced ORDER BY s, event_id, obs))
 WHERE kind = 'effect_attempted' AND ts > until
-  AND NOT (sink_result IS NOT DISTINCT FROM 'rejected' AND prev_kind IS NOT DISTINCT FROM 'effect_attempted'
+  AND NOT (NOT unplaced AND sink_result IS NOT DISTINCT FROM 'rejected' AND prev_kind IS NOT DISTINCT FROM 'effect_attempted'
            AND prev_result IS DISTINCT FROM 'rejected');
 
 -- name: places

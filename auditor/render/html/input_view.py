@@ -35,6 +35,9 @@ class InputView:
     ordering: str  # "authoritative", "observed" or "mixed"
     quarantine: list[QuarantinedLine]  # the first quarantined lines, in file order
     quarantine_more: int  # quarantined lines not listed
+    # SPEC rev 3.1: evidence_lost.first when it names more than quarantined lines (the first line of
+    # each cause that blocks the pass, then the quarantined ones); [] otherwise
+    lost_first: list[QuarantinedLine]
     ignore: list[Ignored]  # per [ignore] entry that matched, in the order first seen
 
 
@@ -48,4 +51,10 @@ def input_view(result: AuditResult) -> InputView:
         ordering=result.ordering,
         quarantine=list(inp.quarantine),
         quarantine_more=max(0, inp.quarantined - len(inp.quarantine)),
+        lost_first=_lost_first(result),
         ignore=[Ignored(ignore_label(e), _num(e.lines), e.file, e.line, list(e.samples)) for e in inp.ignore])
+
+
+def _lost_first(result: AuditResult) -> list[QuarantinedLine]:
+    first = [QuarantinedLine(**e) for e in result.lost_first()]
+    return [] if first == list(result.input.quarantine) else first
