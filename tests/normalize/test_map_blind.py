@@ -122,3 +122,26 @@ def test_taking_ownership_says_an_acquisition_never_progress(text):
 def test_a_hint_never_proposes_progress_alone_where_words_may_say_an_effect(text):
     assert hint(text) != '"progress"'
     assert "effect_" in hint(text)
+
+
+def test_a_shard_or_an_order_is_the_workflow_key_but_a_kafka_partition_number_is_not(tmp_path):
+    """The key named ``shard`` (ids), beside Kafka's integer ``partition``: the shard is the key,
+    so the stale commit of the paused owner of shard-3 is found."""
+    rows, rev = [], 500
+    def line(msg, shard, token, worker, **kw):
+        nonlocal rev
+        rev += 1
+        rows.append({"event": msg, "shard": shard, "partition": rev % 3, "fence_token": token, "rev": rev,
+                     "worker": worker, **kw})
+    line("shard claimed", "acme/shard-3", 4, "w-a")
+    line("shard claimed", "acme/shard-9", 2, "w-b")
+    line("shard claimed", "acme/shard-3", 5, "w-c")
+    line("invoice posted", "acme/shard-3", 5, "w-c", idempotency_key="inv-1")
+    line("invoice posted", "acme/shard-3", 4, "w-a", idempotency_key="inv-1")
+    line("invoice posted", "acme/shard-9", 2, "w-b", idempotency_key="inv-2")
+    found, log, vocab = _round_trip(tmp_path, rows)
+    assert '\nshard = "workflow_key"' in render(found)
+    assert 'partition = "workflow_key"' not in render(found)
+    with audit([log], vocabulary=vocab) as result:
+        assert result.verdict.exit_code == 1
+        assert ("stale_commit", "acme/shard-3") in {(f.grade.value, f.workflow_key) for f in result.findings}
