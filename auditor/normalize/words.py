@@ -29,14 +29,25 @@ REVALIDATED = _set("revalidated revalidate revalidation")
 ACQUIRED = _set("acquired claimed granted elected takeover obtained leader taken won")
 #: Words that say the effect itself happened (past tense of an effect's verb).
 COMMITTED = _set("committed published wrote written charged applied delivered posted captured inserted "
-                 "transferred executed emitted uploaded paid stored saved persisted accepted")
+                 "transferred executed emitted uploaded paid stored saved persisted accepted sent pushed "
+                 "notified indexed")
 #: Words that say an effect is on its way.
-ATTEMPTED = _set("attempted attempt attempting publishing writing sending sent calling requesting request "
-                 "started starting invoking submitting submitted charging posting applying capturing "
-                 "transferring executing inserting uploading paying")
+ATTEMPTED = _set("attempted attempt attempting publishing writing sending calling requesting request "
+                 "started starting invoking submitting submitted charging posting applying capturing delivering "
+                 "transferring executing inserting uploading paying pushing notifying indexing")
+#: Words that say the line is about an attempt or a request, whatever its verb's tense ("payment
+#: request sent", "charge attempted", "transfer submitted": a submission is a request).
+TRIED = _set("attempt attempted request requested submitted")
+#: Past tenses that may say the effect happened or only that it was handed on (a request
+#: "returned", an index "acknowledged", an invoice "created"): never an attempt, to decide. An
+#: attempt read where the commit was hides a double commit; so a past tense is never an attempt.
+PAST_EFFECT = _set("created acknowledged acked returned answered responded issued queued enqueued "
+                   "dispatched forwarded loaded")
 #: An effect's verbs in any form: a message with one of them is never only progress (issue 45).
-EFFECT = COMMITTED | ATTEMPTED | _set("commit publish write send charge apply deliver post capture insert "
-                                      "transfer execute emit upload pay payment ledger entry record transfer")
+EFFECT = COMMITTED | ATTEMPTED | PAST_EFFECT | _set(
+    "commit publish write send charge apply deliver post capture insert transfer execute emit upload pay "
+    "payment payout ledger entry record push notify notification webhook index create acknowledge "
+    "load loading")
 #: Words of a renewal, keepalive, heartbeat, release or checkpoint: never an acquisition or a commit.
 RENEWAL = _set("renew renewed renewing renewal keepalive heartbeat heartbeats beat alive ping extended "
                "extend extending refreshed refresh")
@@ -45,7 +56,8 @@ CHECKPOINT = _set("checkpoint checkpoints checkpointed")
 #: A completion said of anything: progress, or with an effect's verb, to decide.
 COMPLETED = _set("completed complete finished done succeeded success ok")
 PROGRESS = _set("progress exported processed rows step batch working")
-OWNERSHIP = _set("acquire acquiring acquired claim claiming lock lease leader leadership election elected")
+OWNERSHIP = _set("acquire acquiring acquired claim claiming lock lease leader leadership election elected "
+                 "ownership owner")
 TRYING = _set("attempting trying waiting try failed failing unable cannot lost")
 LOST = _set("lost missed miss failed failing timeout expired")
 
@@ -92,13 +104,14 @@ def say(text: str) -> Said:
             return Said(kind, effect, never)
     if said & CHECKPOINT:
         return Said("progress", effect, never)
-    if said & ACQUIRED or (said & {"acquire", "claim", "lock", "lease"} and said & {"got", "took", "holding"}):
+    if said & ACQUIRED or (said & {"acquire", "claim", "lock", "lease", "ownership"}
+                           and said & {"got", "took", "taking", "holding", "assumed", "assuming"}):
         if said & TRYING:
             return Said(None, effect, next(w for w in words if w in TRYING))
         return Said("lease_acquired", effect, never)
-    if said & ATTEMPTED and not said & COMMITTED:
+    if said & ATTEMPTED and (said & TRIED or not said & (COMMITTED | PAST_EFFECT)):
         return Said("effect_attempted", True, never)
-    if said & COMMITTED:
+    if said & COMMITTED and not said & PAST_EFFECT:
         if said & TRYING:
             return Said(None, True, never, both=True)
         return Said("effect_committed", True, never)
@@ -107,6 +120,8 @@ def say(text: str) -> Said:
             return Said("effect_committed", True, next(w for w in words if w in COMPLETED))
         return Said("progress", False, next(w for w in words if w in COMPLETED))
     if said & PROGRESS:
+        if effect:  # "batch loaded": progress of an effect, or the effect itself: to decide
+            return Said(None, True, never, both=True)
         return Said("progress", effect, never)
     if effect:
         return Said(None, True, never, both=True)
@@ -128,4 +143,4 @@ def hint(text: str) -> str:
         return '"progress" if it is a worker\'s own line (a release is never an acquisition; decide)'
     if s.never in TRYING:
         return '"progress" if it carries the owner\'s epoch (an attempt to acquire, or a loss, is never an acquisition; decide)'
-    return '"progress"'
+    return '"progress"'  # no word of an effect's verbs, past or present (EFFECT): see the module's lists

@@ -23,7 +23,8 @@ from .values import along, effect_key_like, epoch_like, reporter_like, seq_like,
 NAMES: dict[str, tuple[str, ...]] = {
     "kind": ("event.action", "msg", "message", "event", "action", "event.type", "event_type", "type", "body"),
     "workflow_key": ("workflow", "workflow_id", "job_key", "task_id", "task", "lease.key", "lease_key",
-                     "lease.name", "lease_name", "lock_path", "lock", "election", "lease", "run", "key"),
+                     "lease.name", "lease_name", "lock_path", "lock", "election", "lease", "shard", "shard_id",
+                     "pipeline", "pipeline_id", "order_id", "batch_id", "partition", "order", "run", "key"),
     "epoch": ("lease.token", "fencing_token", "token", "fence", "fence_token", "lease_token", "lease.epoch",
               "term", "generation", "owner_epoch", "lease_epoch", "czxid", "create_revision", "lease_transitions"),
     "seq": ("event.sequence", "sequence", "revision", "rev", "mod_revision", "zxid", "seq_no", "seqno", "offset",
@@ -216,6 +217,8 @@ def _meet(sample: Sample, a: str, b: str) -> bool:
     return any(a in line.leaves and b in line.leaves for line in sample.lines)
 
 
+#: Names of a workflow key that, holding integers, are something else (a Kafka partition, an order).
+_COUNTED = frozenset(("partition", "order", "shard", "batch_id", "order_id"))
 _TIME_WORDS = ("time", "timestamp", "ts", "t", "at", "date", "created", "updated", "nanos", "millis")
 
 
@@ -238,6 +241,8 @@ def _by_value(f: str, sample: Sample, stats: dict[str, PathStats], path: str, ch
             # its name says the order: unique per key is enough (buffered lines come late in the file)
             return seq_like(a) or (named and (a.pairs == 0 or (a.lines >= 2 and a.unique >= 0.99)))
         return (named and not seq_like(a)) or epoch_like(a)
+    if f == "workflow_key" and last in _COUNTED:
+        return named and st.share("text") >= 0.9  # a Kafka partition or a sort order is a number
     if f == "kind":
         # a constant (ECS event.kind = "event") is never the kind, unless it is a kind's name
         return named and (len(st.values) >= 2 or all(DEFAULT.kind_of(v) is not None for v in st.values))

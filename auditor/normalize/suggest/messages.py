@@ -30,6 +30,7 @@ class Message:
     epoched: int = 0      # lines giving an epoch
     effects: int = 0      # lines giving an effect key
     sinks: int = 0        # lines giving a destination (sink)
+    seqs: int = 0         # lines giving a seq
     first_of_epoch: int = 0  # lines that are the first of their (key, epoch), in seq or in file order
     first_by_seq: int = 0    # ... in seq order (in file order when no line gives a seq)
     kind: str | None = None  # a kind or built-in kind alias; None: ignore or undecided
@@ -107,6 +108,7 @@ def messages(sample: Sample, kind_path: str, paths: dict[str, str], epochs: list
         m.epoched += epoch_of is not None and epoch_of(line) is not None
         m.effects += _given(line.leaves.get(paths.get("effect_key")))
         m.sinks += _given(line.leaves.get(paths.get("sink")))
+        m.seqs += _given(line.leaves.get(seq_p))
         m.first_of_epoch += i in firsts
         m.first_by_seq += i in strict
     for m in found.values():
@@ -166,7 +168,8 @@ def decide(m: Message, epochs_known: bool = True) -> None:
         _undecided(m, said, epochs_known)
         return
     base = KIND_ALIASES[said.kind][0] if said.kind in KIND_ALIASES else said.kind
-    if said.kind.startswith("heartbeat") and epochs_known and m.keyed and m.epoched == 0 and m.effects == 0:
+    if (said.kind.startswith("heartbeat") and epochs_known and m.keyed and m.epoched == 0 and m.effects == 0
+            and m.sinks == 0):
         _no_owner(m, said)  # "failed to renew lease X" from the election library: no owner's epoch
         return
     if m.keyed == 0:
@@ -201,11 +204,25 @@ def decide(m: Message, epochs_known: bool = True) -> None:
     m.why = _why(m, said.kind, base)
 
 
+def _owned(m: Message) -> str | None:
+    """What its lines carry of an owner's evidence (an epoch, a seq, an effect key, a destination):
+    such a message is never ignored, whatever its key (SPEC section 2: never dangerous)."""
+    for n, what in ((m.epoched, "an epoch"), (m.effects, "an effect key"), (m.sinks, "a destination"),
+                    (m.seqs, "a seq")):
+        if n:
+            return f"{n:,} of its {m.lines:,} lines give {what}"
+    return None
+
+
 def _undecided(m: Message, said: Said, epochs_known: bool) -> None:
-    if m.keyed == 0:
+    owned = _owned(m)
+    if m.keyed == 0 and (owned or said.effect):
+        m.why = (f"no line of it gives a workflow key, but {owned or 'its words name an effect'}: "
+                 "decide (ignoring it could hide a finding)")
+    elif m.keyed == 0:
         m.ignore, m.confidence = True, "high"
         m.why = "no line of it gives a workflow key, and no word of it says it is evidence"
-    elif (said.never is not None and epochs_known and m.epoched == 0 and m.effects == 0
+    elif (said.never is not None and epochs_known and m.epoched == 0 and m.effects == 0 and m.sinks == 0
           and (said.never in TRYING or said.never in RELEASE)):
         _no_owner(m, said)
     elif said.never is not None and m.keyed:
@@ -213,7 +230,7 @@ def _undecided(m: Message, said: Said, epochs_known: bool) -> None:
     elif said.effect and m.keyed:
         m.why = f"its words name an effect but not whether it happened: {_DECIDE_EFFECT}"
     elif (m.keyed == m.lines and epochs_known and m.first_by_seq == m.lines and m.lines >= 2
-          and m.effects == 0):
+          and m.effects == 0 and m.sinks == 0 and not said.effect):  # an effect's words never acquire
         m.kind, m.confidence = "lease_acquired", "medium"
         m.why = f"no word says which kind, but each of its {m.lines:,} lines opens a new epoch of its key"
     else:
