@@ -7,7 +7,8 @@ keys it has seen (at most ``max_events`` in all, the least recently fed keys for
 one key's history survives a flood of keys with a few events each) and, on an event below its
 key's newest seq or for a key the detector had forgotten, feeds the key's whole history again in
 seq order to a fresh state: the findings the late evidence makes certain are returned, those
-reported before are not returned again.
+reported before are not returned again. A key of more than ``MAX_REPLAY`` events is decided
+as ``LiveDetector`` does (``too_long``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from .detector import LiveDetector
 
 #: Events kept for re-evaluation, over all keys (a few hundred bytes each).
 MAX_EVENTS = 250_000
+#: A key with more events than this is not re-evaluated (each late event would replay all of
+#: them: a sender trickling late events into a long key must not make the live audit quadratic).
+MAX_REPLAY = 10_000
 
 
 class Revisiting(LiveDetector):
@@ -32,6 +36,7 @@ class Revisiting(LiveDetector):
         self._replaying = False
         self.revisited = 0   # keys re-evaluated on late evidence
         self.forgotten = 0   # keys whose history was dropped to stay within max_events
+        self.too_long = 0    # late events on keys past MAX_REPLAY: decided as LiveDetector does
 
     def feed(self, e: Event) -> list[Finding]:
         if self._replaying:
@@ -42,6 +47,9 @@ class Revisiting(LiveDetector):
         late = history is not None and (st is None or (st.last_seq is not None and e.seq < st.last_seq))
         self._keep(key, e, history)
         if not late:
+            return super().feed(e)
+        if len(history) > MAX_REPLAY:
+            self.too_long += 1
             return super().feed(e)
         return self._revisit(key, st)
 
