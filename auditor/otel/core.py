@@ -83,6 +83,9 @@ class LiveAudit(StoreWriter, Admission, Alerts, ABC):
     events cost one dictionary lookup per key and batch.
     """
 
+    #: the detector it feeds (``auditor serve`` re-evaluates keys on late evidence: ``Revisiting``)
+    _detector_class: type[LiveDetector] = LiveDetector
+
     def __init__(self, on_finding: FindingCallback | None = None, *, meter_provider=None,
                  db: str | os.PathLike | None = None, max_queue_size: int = 8192,
                  schedule_delay_millis: float = 200.0, reorder_window_millis: float = 1000.0,
@@ -116,7 +119,7 @@ class LiveAudit(StoreWriter, Admission, Alerts, ABC):
 
         self._max_keys = max_workflow_keys
         self._max_findings = max_findings
-        self.detector = LiveDetector(max_workflow_keys)
+        self.detector = self._detector_class(max_workflow_keys)
         self.lease = LeaseWatch(self._lease_by, max_workflow_keys)
         self.dropped_spans = 0        # queue full
         self.dropped_after_shutdown = 0
@@ -174,7 +177,7 @@ class LiveAudit(StoreWriter, Admission, Alerts, ABC):
 
     def _at_fork_reinit(self) -> None:
         # The child starts from a fresh detector: the parent keeps (and reports) its own state.
-        self.detector = LiveDetector(self._max_keys)
+        self.detector = self._detector_class(self._max_keys)
         self.lease = LeaseWatch(self._lease_by, self._max_keys)
         self.findings = deque(maxlen=self._max_findings)
         self._init_state()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.model import Finding, Grade
+from ..detect.live.revisit import Revisiting
 from ..otel.core import LiveAudit
 from ..store import Store
 from .durable import SQL, Keeper
@@ -55,7 +56,10 @@ class _Rebuild:
 
 class RecordAudit(LiveAudit):
     """The core over batches of canonical records: one item per accepted request, ``(records, their
-    split for the store made by the decoder, or None)``; alerts stored through ``keeper``."""
+    split for the store made by the decoder, or None)``; alerts stored through ``keeper``. A key is
+    re-evaluated when evidence arrives below its newest seq (``Revisiting``)."""
+
+    _detector_class = Revisiting
 
     def __init__(self, keeper: Keeper, **kwargs: Any) -> None:
         self._keeper = keeper
