@@ -206,8 +206,8 @@ class AuditResult:
 
     def lost_first(self) -> list[dict[str, Any]]:
         """``evidence_lost.first`` (SPEC rev 3.1): the first file and line of every cause that
-        blocks the pass (the first quarantined line and the first dropped value a finding rule reads
-        when lost lines exceed ``allow_quarantined``; the first unplaced event of each kind that
+        blocks the pass (the first quarantined line, the first dropped value a finding rule reads
+        and the first line of the first ``event_id`` conflict when lost lines exceed ``allow_quarantined``; the first unplaced event of each kind that
         could change a finding when those exceed ``allow_unplaced``), then the first quarantined
         lines that are not among them. Where only quarantined lines are lost, the list is those lines."""
         quarantine = [asdict(q) for q in self.input.quarantine]
@@ -216,6 +216,8 @@ class AuditResult:
             blocking += quarantine[:1]
             blocking += [{"file": d.file, "line": d.line, "reason": d.detail} for d in self.diagnostics
                          if d.kind == DiagnosticKind.MALFORMED_FIELD and d.numbers and d.numbers["lost"]][:1]
+            blocking += [{"file": d.file, "line": d.line, "reason": d.detail} for d in self.diagnostics
+                         if d.kind == DiagnosticKind.EVENT_ID_CONFLICT and d.file is not None][:1]
         if self.unplaced_lost > self.allow_unplaced:
             seen: set[str] = set()
             for u in self.input.unplaced_first:

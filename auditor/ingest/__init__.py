@@ -49,6 +49,11 @@ def detect_format(source: Source) -> str:
             return fmt.name
     if by_name:
         return by_name
+    if source.name != "<stdin>":
+        # SPEC rev 3.1: a file whose suffix names no format is JSONL or logfmt by its first line,
+        # never CSV (a three-line logfmt .txt lost its first line as a header); standard input,
+        # which has no name at all, still falls back to CSV when its head is not JSON
+        return "jsonl"
     return next(fmt.name for fmt in FORMATS if fmt.sniff(head))
 
 

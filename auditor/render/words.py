@@ -258,7 +258,8 @@ def lost_items(result: "AuditResult", limit: int) -> list[str]:
         items += [f"{d.file}:{d.line}: {d.detail}" for d in result.diagnostics
                   if d.kind == DiagnosticKind.MALFORMED_FIELD and d.numbers and d.numbers["lost"]][:limit]
     conflicts = [d for d in result.diagnostics if d.kind == DiagnosticKind.EVENT_ID_CONFLICT]
-    items += [f"{d.workflow_key} {at_diagnostic(d)}: {d.detail}" for d in conflicts[:limit]]
+    items += [f"{d.file}:{d.line}: {d.detail}" if d.file is not None else f"{d.workflow_key} {at_diagnostic(d)}: {d.detail}"
+              for d in conflicts[:limit]]
     return list(dict.fromkeys(items))
 
 

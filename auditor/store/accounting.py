@@ -101,7 +101,7 @@ def id_conflict(event_id: str, rows: list[tuple], first: int = 5) -> Diagnostic:
     detail = (f'event_id "{event_id[:80]}" names {len(rows)} different events, all kept: {shown}{more}; '
               "give each event its own id, or leave event_id out to have it derived")
     return Diagnostic(stable_id("d-", key, DiagnosticKind.EVENT_ID_CONFLICT, seq, event_id),
-                      DiagnosticKind.EVENT_ID_CONFLICT, key, seq, None, detail)
+                      DiagnosticKind.EVENT_ID_CONFLICT, key, seq, None, detail, file=name, line=line)
 
 
 def malformed_field(file: str, name: str, lines: int, first_line: int, key: str, seq: int | None,

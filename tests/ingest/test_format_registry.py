@@ -72,10 +72,16 @@ def test_every_format_is_recognised_by_content_without_a_name(fmt, tmp_path):
     assert _format_of(anonymous) == fmt.name
 
 
-def test_a_nameless_file_nothing_recognises_is_read_as_csv(tmp_path):
+def test_a_nameless_file_is_never_read_as_csv_but_standard_input_still_may_be(tmp_path):
+    """SPEC rev 3.1: a file whose suffix names no format is JSONL or logfmt by its first line, never
+    CSV (its lines are then quarantined as not JSON, each named, rather than its first line taken as
+    a header); standard input, which has no name, still falls back to CSV."""
     anonymous = tmp_path / "upload"
     shutil.copyfile(_example("csv"), anonymous)
-    assert _format_of(anonymous) == "csv"
+    assert _format_of(anonymous) == "jsonl"
+    assert detect_format(Source("<stdin>", anonymous, anonymous.stat().st_size)) == "csv"
+    (tmp_path / "three.txt").write_text('time=1 msg="claimed job" job=J rev=1\nmsg=x job=J rev=2\nmsg=y job=J rev=3\n')
+    assert _format_of(tmp_path / "three.txt") == "logfmt"
 
 
 @pytest.mark.parametrize("fmt", [f for f in FORMATS if f.suffixes], ids=lambda f: f.name)
