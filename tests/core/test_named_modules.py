@@ -40,7 +40,7 @@ OTHER_NAMES = frozenset({
     "auditor",  # the public API (auditor.audit) and the names of our metrics, logger and attributes
     "dataclasses", "duckdb", "google", "gzip", "orjson", "pa", "random", "re", "typer", "weakref", "zlib",
     "gen_ai", "service",  # OTel attribute namespaces
-    "attrs",  # an event's attrs member paths (attrs.lease.revision)
+    "attrs", "evidence_lost", "input",  # paths into an event's attrs and into the JSON document
     "self", "e", "provider", "logger_provider", "object", "source", "strconv",  # variables, types, Go
 })
 
