@@ -32,14 +32,21 @@ def document(result) -> dict:
 def test_on_each_shape_the_suggested_vocabulary_audits_the_log_exactly_without_edits(tmp_path):
     """The SPEC asks four of the five shapes at least, and that the fifth say what it could not
     decide; all five round-trip, and none has anything left to decide."""
+    # The noisy shape's "POST /api/..." lines name an effect and give no key: never ignored, left
+    # to decide (issue 43's blind test), so its 4 lines quarantine while its findings stay exact.
+    noisy = "noisy_three_irrelevant_lines_per_evidence_line"
     exact = []
     for name in shapes.SHAPES:
         written = render(suggest([shaped(name)]))
-        assert "# To decide" not in written
+        assert ("# To decide" in written) == (name == noisy)
         path = tmp_path / f"{name}.toml"
         path.write_text(written)
         with audit([shaped(name)], vocabulary=path) as got, audit([twin(name)]) as want:
-            if document(got) == document(want) and got.input.quarantined == 0:
+            if name == noisy:
+                assert got.input.quarantined == 4
+                assert [f.id for f in got.findings] == [f.id for f in want.findings]
+                exact.append(name)
+            elif document(got) == document(want) and got.input.quarantined == 0:
                 exact.append(name)
     assert exact == list(shapes.SHAPES)
 
@@ -47,9 +54,9 @@ def test_on_each_shape_the_suggested_vocabulary_audits_the_log_exactly_without_e
 def test_the_noisy_log_gets_ignore_entries_and_the_messages_with_ids_get_patterns():
     noisy = suggest([shaped("noisy_three_irrelevant_lines_per_evidence_line")])
     assert sorted(m.entry() for m in noisy.ignore) == [
-        "^GET \\S+ \\S+ \\S+$", "^GET \\S+ \\S+$", "^POST \\S+ \\S+ \\S+$", "^cache hit ratio \\S+$",
+        "^GET \\S+ \\S+ \\S+$", "^GET \\S+ \\S+$", "^cache hit ratio \\S+$",
         "^db pool: \\S+ idle, \\S+ busy$", "^metrics flushed \\S+ series\\)$", "config reloaded"]
-    assert (noisy.check.events, noisy.check.ignored, noisy.check.quarantined) == (16, 48, 0)
+    assert (noisy.check.events, noisy.check.ignored, noisy.check.quarantined) == (16, 44, 4)  # POST: to decide
     ids = suggest([shaped("structlog_nested_messages_with_ids")])
     assert [(m.entry(), m.kind, m.confidence) for m in ids.kinds] == [
         (r"^lease acquired for \S+ by \S+$", "lease_acquired", "high"),
@@ -160,4 +167,4 @@ def test_a_compressed_log_and_a_shorter_sample(tmp_path):
     packed.write_bytes(gzip.compress(log.read_bytes()))
     assert render(suggest([packed])).replace(str(packed), "LOG") == render(suggest([log])).replace(str(log), "LOG")
     short = suggest([log], lines=20)
-    assert (len(short.sample.lines), short.check.events + short.check.ignored) == (20, 20)
+    assert (len(short.sample.lines), short.check.events + short.check.ignored) == (20, 19)  # one POST line to decide
