@@ -204,8 +204,8 @@ def _attrs_hints(result: AuditResult) -> list[str]:
     when the result's store can still be read; nothing otherwise (a closed or remote store)."""
     from ..explain.attrs_hints import attrs_hints
 
-    store = getattr(result, "store", None)
-    if store is None or getattr(store, "con", None) is None:
+    session = getattr(result, "session", None)
+    if session is None or not session.open:  # a closed result, or a Spark audit's events left in Spark
         return []
     try:
         return attrs_hints(result)
