@@ -71,6 +71,11 @@ def _hexid(text: str, n: int = 12) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
+def _given(ev: Event, names: dict[str, str], convert: Callable[[Any], Any] = lambda v: v) -> dict[str, Any]:
+    """The event's optional members a logger writes, under the logger's names, in the order given."""
+    return {name: convert(ev[field]) for field, name in names.items() if field in ev}
+
+
 # structlog --------------------------------------------------------------------------------------
 
 _STRUCTLOG = {
@@ -87,14 +92,8 @@ def structlog(ev: Event) -> dict[str, Any]:
     word = _word(ev)
     msg = _pick(_STRUCTLOG[word], ev).format(**{"step_id": "-", "effect_key": "", "sink": "", **ev})
     out: dict[str, Any] = {"job": ev["workflow_key"], "lease": {"revision": ev["seq"], "holder": ev["worker"]}}
-    if "epoch" in ev:
-        out["lease"]["token"] = ev["epoch"]
-    if "effect_key" in ev:
-        out["idem"] = ev["effect_key"]
-    if "sink" in ev:
-        out["destination"] = ev["sink"]
-    if "step_id" in ev:
-        out["step"] = ev["step_id"]
+    out["lease"].update(_given(ev, {"epoch": "token"}))
+    out.update(_given(ev, {"effect_key": "idem", "sink": "destination", "step_id": "step"}))
     out["role"] = _role(ev)
     out.update({"event": msg, "level": "info", "logger": f"payments.{_role(ev)}", "timestamp": ev["ts"]})
     return out
@@ -115,17 +114,9 @@ _ZAP = {
 def zap(ev: Event) -> dict[str, Any]:
     out: dict[str, Any] = {"level": "info", "ts": _epoch_s(ev), "caller": "lease/owner.go:88",
                            "msg": _pick(_ZAP[_word(ev)], ev)}
-    lease: dict[str, Any] = {"name": ev["workflow_key"], "rev": str(ev["seq"])}
-    if "epoch" in ev:
-        lease["epoch"] = str(ev["epoch"])
-    out["lease"] = lease
+    out["lease"] = {"name": ev["workflow_key"], "rev": str(ev["seq"]), **_given(ev, {"epoch": "epoch"}, str)}
     out["worker"] = {"id": ev["worker"], "pid": 4100 + len(ev["worker"])}
-    if "effect_key" in ev:
-        out["dedupeKey"] = ev["effect_key"]
-    if "sink" in ev:
-        out["target"] = ev["sink"]
-    if "step_id" in ev:
-        out["step"] = ev["step_id"]
+    out.update(_given(ev, {"effect_key": "dedupeKey", "sink": "target", "step_id": "step"}))
     out["component"] = _role(ev)
     return out
 
@@ -144,14 +135,8 @@ _LOGRUS = {
 
 def logrus(ev: Event) -> dict[str, Any]:
     out: dict[str, Any] = {"task_id": ev["workflow_key"], "offset": ev["seq"], "instance": ev["worker"]}
-    if "epoch" in ev:
-        out["generation"] = ev["epoch"]
-    if "effect_key" in ev:
-        out["request_key"] = ev["effect_key"]
-    if "sink" in ev:
-        out["downstream"] = ev["sink"]
-    if "step_id" in ev:
-        out["step_name"] = ev["step_id"]
+    out.update(_given(ev, {"epoch": "generation", "effect_key": "request_key", "sink": "downstream",
+                           "step_id": "step_name"}))
     out["source"] = _role(ev)
     out.update({"level": "info", "msg": _pick(_LOGRUS[_word(ev)], ev), "time": ev["ts"].replace("Z", "+00:00")})
     return dict(sorted(out.items()))  # logrus sorts its keys
@@ -172,15 +157,11 @@ _SLOG = {
 def slog(ev: Event) -> dict[str, Any]:
     out: dict[str, Any] = {"time": ev["ts"], "level": "INFO", "msg": _pick(_SLOG[_word(ev)], ev),
                            "run": ev["workflow_key"]}
-    lease: dict[str, Any] = {"seq": ev["seq"]}
-    if "epoch" in ev:
-        lease["epoch"] = ev["epoch"]
-    out["lease"] = lease
+    out["lease"] = {"seq": ev["seq"], **_given(ev, {"epoch": "epoch"})}
     out["owner"] = _hexid(ev["worker"], 8)
     if "effect_key" in ev:
         out["op"] = {"id": _hexid(ev["effect_key"], 16), **({"dst": ev["sink"]} if "sink" in ev else {})}
-    if "step_id" in ev:
-        out["stage"] = ev["step_id"]
+    out.update(_given(ev, {"step_id": "stage"}))
     out["role"] = _role(ev)
     return out
 
@@ -207,15 +188,8 @@ def _value(v: Any) -> str:
 def logfmt(ev: Event) -> str:
     pairs: list[tuple[str, Any]] = [("time", ev["ts"]), ("level", "INFO"), ("msg", _pick(_LOGFMT[_word(ev)], ev)),
                                     ("job", ev["workflow_key"]), ("rev", ev["seq"])]
-    if "epoch" in ev:
-        pairs.append(("token", ev["epoch"]))
-    pairs.append(("worker", ev["worker"]))
-    if "effect_key" in ev:
-        pairs.append(("idempotency_key", ev["effect_key"]))
-    if "sink" in ev:
-        pairs.append(("ledger", ev["sink"]))
-    if "step_id" in ev:
-        pairs.append(("step", ev["step_id"]))
+    pairs += [*_given(ev, {"epoch": "token"}).items(), ("worker", ev["worker"]),
+              *_given(ev, {"effect_key": "idempotency_key", "sink": "ledger", "step_id": "step"}).items()]
     return " ".join(f"{k}={_value(v)}" for k, v in pairs)
 
 
@@ -231,12 +205,8 @@ _ECS = {
 def ecs(ev: Event) -> dict[str, Any]:
     action = _pick(_ECS[_word(ev)], ev)
     labels: dict[str, Any] = {"job": ev["workflow_key"]}
-    if "epoch" in ev:
-        labels["fencing_token"] = str(ev["epoch"])
-    if "effect_key" in ev:
-        labels["idempotency"] = ev["effect_key"]
-    if "step_id" in ev:
-        labels["step"] = ev["step_id"]
+    labels.update(_given(ev, {"epoch": "fencing_token"}, str))
+    labels.update(_given(ev, {"effect_key": "idempotency", "step_id": "step"}))
     out: dict[str, Any] = {"@timestamp": ev["ts"], "log.level": "info",
                            "message": f"{action.replace('-', ' ')} ({ev['workflow_key']})", "ecs.version": "1.6.0",
                            "event": {"action": action, "kind": "event", "category": ["process"],
@@ -262,16 +232,10 @@ def _attr(key: str, v: Any) -> dict[str, Any]:
 
 
 def otel(ev: Event) -> dict[str, Any]:
-    attrs = [_attr("workflow.key", ev["workflow_key"]), _attr("lease.revision", ev["seq"])]
-    if "epoch" in ev:
-        attrs.append(_attr("lease.epoch", ev["epoch"]))
-    attrs.append(_attr("worker.id", ev["worker"]))
-    if "effect_key" in ev:
-        attrs.append(_attr("payment.idempotency_key", ev["effect_key"]))
-    if "sink" in ev:
-        attrs.append(_attr("peer.service", ev["sink"]))
-    if "step_id" in ev:
-        attrs.append(_attr("workflow.step", ev["step_id"]))
+    named = {"workflow.key": ev["workflow_key"], "lease.revision": ev["seq"], **_given(ev, {"epoch": "lease.epoch"}),
+             "worker.id": ev["worker"], **_given(ev, {"effect_key": "payment.idempotency_key",
+                                                      "sink": "peer.service", "step_id": "workflow.step"})}
+    attrs = [_attr(k, v) for k, v in named.items()]
     nanos = str(int(_epoch_s(ev) * 1000) * 1_000_000)
     record = {"timeUnixNano": nanos, "observedTimeUnixNano": nanos, "severityNumber": 9, "severityText": "INFO",
               "body": {"stringValue": _pick(_OTEL[_word(ev)], ev)}, "attributes": attrs}
