@@ -91,3 +91,12 @@ def spark_session():
         pytest.skip(str(e))
     yield spark
     spark.stop()
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``-n 2``), whole modules go to one worker (``--dist loadscope``), so a
+    module-scoped fixture is computed once: with ``load`` each worker ran the Spark engine's
+    every-fixture sweeps and started its own JVM. (``loadgroup`` would group the Spark tests alone,
+    but xdist 3.8 under pytest 9 sends grouped tests to both workers.)"""
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadscope"

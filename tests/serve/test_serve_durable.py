@@ -5,6 +5,7 @@ the store afterwards. Senders are raw HTTP and the SDK's own OTLP/HTTP exporter.
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import signal
 import threading
@@ -93,18 +94,23 @@ def alive(pid: int) -> bool:
         return False
 
 
+#: How many kill -9 trials (``AUDITOR_KILL_TRIALS``): each restarts the receiver on the same store.
+TRIALS = int(os.environ.get("AUDITOR_KILL_TRIALS", "8"))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads the process tree from /proc")
 def test_kill_9_at_random_points_loses_no_acknowledged_record(tmp_path):
-    """20 trials: load from two senders, ``kill -9`` after a random time, restart on the same store
-    (the spool is replayed before the port opens): every record acknowledged before the kill is in
-    the store, exactly once. Every fifth trial runs a decoder process, which dies with the receiver."""
+    """``TRIALS`` trials: load from two senders, ``kill -9`` after a random time, restart on the
+    same store (the spool is replayed before the port opens): every record acknowledged before the
+    kill is in the store, exactly once. Every fourth trial runs a decoder process, which dies with
+    the receiver. 8 by default (the suite's time); ``AUDITOR_KILL_TRIALS=20`` for the long run."""
     rng = random.Random(36)
     db = tmp_path / "kill.duckdb"
     acked: set[str] = set()
     trace, figures = 0, []
     server = Served(tmp_path, db, "--decoders", "0").start()
-    for trial in range(20):
+    for trial in range(TRIALS):
         kids = decoder_pids(server.proc.pid)
         load = Load(server, trace)
         time.sleep(rng.uniform(0.05, 0.6))
@@ -118,7 +124,7 @@ def test_kill_9_at_random_points_loses_no_acknowledged_record(tmp_path):
             time.sleep(0.05)
         assert not any(alive(k) for k in kids), "a decoder outlived its receiver"
         # The restart replays the spool before its port opens; the next trial runs on it.
-        decoders = "1" if trial % 5 == 3 else "0"
+        decoders = "1" if trial % 4 == 3 else "0"
         server = Served(tmp_path, db, "--decoders", decoders).start()
         assert len(decoder_pids(server.proc.pid)) == int(decoders)
         ids = [r[0] for r in stored(db, "SELECT event_id FROM events")]
@@ -126,8 +132,8 @@ def test_kill_9_at_random_points_loses_no_acknowledged_record(tmp_path):
         missing = acked - set(ids)
         assert not missing, f"trial {trial}: {len(missing)} acknowledged records missing"
     assert server.stop() == 0
-    assert sum(figures) > 1000 and sum(1 for f in figures if f) >= 15  # the kills hit real load
-    print(f"kill -9: 20 trials, {len(acked)} acknowledged records, 0 missing; per trial {figures}")
+    assert sum(figures) > 50 * TRIALS and sum(1 for f in figures if f) >= 0.75 * TRIALS  # the kills hit real load
+    print(f"kill -9: {TRIALS} trials, {len(acked)} acknowledged records, 0 missing; per trial {figures}")
 
 
 def test_sighup_stops_like_sigterm_and_keeps_everything(tmp_path):
