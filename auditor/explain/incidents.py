@@ -261,6 +261,9 @@ MAX_TIMELINE_EVENTS = 100_000  # events read per drawn key
 _CONFIDENCE_ORDER = list(Confidence)
 
 
+# Both report orders start with the severity: stream.Incidents ranks only a batch's incidents at
+# least as severe as the last one it keeps (tests/explain/test_first_incidents.py).
+
 def urgency(i: Incident) -> tuple:
     """Most severe first; among equals, what still needs checking (unverified, surer evidence)."""
     return (-i.severity.rank, i.verification == "verified", _CONFIDENCE_ORDER.index(i.confidence),

@@ -255,9 +255,13 @@ SELECT 'unacquired_epoch', e.k, e.s, e.p,
 FROM key_epochs e
 WHERE e.p IS NOT NULL AND NOT EXISTS (SELECT 1 FROM acq a WHERE a.k = e.k AND a.epoch = e.p)
 UNION ALL
+-- Only events whose id is written can share a seq: the store writes the id of every event in a
+-- group of more than one at a (workflow_key, seq) (store.sql's fill_ids; a Spark partition and a
+-- store written before hold every id). So the groups are counted over those rows alone, not over
+-- a hash table of every event (0.69 s against 0.002 s at two million events, bench/RESULTS.md).
 SELECT 'ordering_conflict', workflow_key, seq, NULL,
        count(*) || ' different events share seq ' || seq, seq, min(position)
-FROM events WHERE seq IS NOT NULL AND ord IS NOT NULL
+FROM events WHERE seq IS NOT NULL AND ord IS NOT NULL AND event_id IS NOT NULL
 GROUP BY workflow_key, seq HAVING count(*) > 1;
 
 -- name: diagnostics
