@@ -22,6 +22,7 @@ import pytest
 from auditor.core import columns
 from auditor.core.fields import FIELDS, OPTIONAL_FIELDS, REGISTRY, ROLES
 from auditor.core.model import Event
+from auditor.normalize.staging import SQL as STAGING_SQL
 from auditor.store import SQL, Store
 
 from ..conftest import FIXTURES, ROOT
@@ -45,7 +46,7 @@ def test_the_store_is_the_generated_table_column_for_column():
     assert described == [(c.name, spelled.get(c.sql.split()[0], c.sql.split()[0])) for c in columns.table()]
     upgrade = [line.split()[-2] for line in columns.events_upgrade().splitlines()]
     assert upgrade == [c.name for c in columns.table()[len(columns.REVISION_1_LAYOUT):]]
-    assert "{{" not in json.dumps(SQL)  # every placeholder expanded
+    assert "{{" not in json.dumps([SQL, STAGING_SQL])  # every placeholder expanded
 
 
 def test_event_gains_the_registry_fields_it_does_not_declare():
