@@ -1,5 +1,5 @@
--- The DuckDB side of the store: schema, the one normalizer every reader feeds, and the
--- accounting. Statements are named with "-- name:" and run by auditor/store/ with bound
+-- The DuckDB side of the store: schema, ids and the accounting (the normalizer every reader feeds,
+-- stage 2's, is normalize/normalize.sql, run inside the store's append). Statements are named with "-- name:" and run by auditor/store/ with bound
 -- parameters; nothing here is assembled by string formatting but the {{...}} column lists, column
 -- names generated from the field registry when core/sql.py loads the file (core/columns.py).
 
