@@ -91,3 +91,17 @@ def spark_session():
         pytest.skip(str(e))
     yield spark
     spark.stop()
+
+
+#: A line that cannot be read (epoch is not an integer), for ``lossy``.
+BAD_LINE = '{"seq": 99, "workflow_key": "k", "kind": "progress", "epoch": "seventeen"}\n'
+
+
+@pytest.fixture
+def lossy(tmp_path) -> Path:
+    """The rejected-attempt fixture (a fence that held: only findings below --fail-on) plus one
+    line that cannot be read."""
+    path = tmp_path / "lossy.jsonl"
+    path.write_text((FIXTURES / "rejected_attempt.jsonl").read_text() + BAD_LINE)
+    return path
+
