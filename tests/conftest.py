@@ -100,3 +100,17 @@ def pytest_configure(config):
     but xdist 3.8 under pytest 9 sends grouped tests to both workers.)"""
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadscope"
+
+
+#: A line that cannot be read (epoch is not an integer), for ``lossy``.
+BAD_LINE = '{"seq": 99, "workflow_key": "k", "kind": "progress", "epoch": "seventeen"}\n'
+
+
+@pytest.fixture
+def lossy(tmp_path) -> Path:
+    """The rejected-attempt fixture (a fence that held: only findings below --fail-on) plus one
+    line that cannot be read."""
+    path = tmp_path / "lossy.jsonl"
+    path.write_text((FIXTURES / "rejected_attempt.jsonl").read_text() + BAD_LINE)
+    return path
+

@@ -72,8 +72,8 @@ def optional_fields() -> tuple[FieldSpec, ...]:
 
 def added_fields() -> tuple[FieldSpec, ...]:
     """The fields added after revision 2: the normalizers (``normalize/reference.py``, the SQL one
-    in ``store/store.sql``) name the fields up to revision 2 in their rules and carry these by their
-    role alone; the SQL normalizer's fast path leaves a line that gives one to the reference one."""
+    in ``normalize/normalize.sql``) name the fields up to revision 2 in their rules and carry these
+    by their role alone; the SQL normalizer's fast path leaves a line that gives one to the reference one."""
     return tuple(s for s in registered() if _revision(s) > (2,))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 
-from .model import Kind, Reporter, SinkResult
+from .kinds import Kind, Reporter, SinkResult
 
 HEARTBEATS: tuple[str, ...] = ("ok", "lost")
 

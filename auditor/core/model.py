@@ -13,34 +13,8 @@ from enum import StrEnum
 from typing import Any
 
 from .builder import builder
-
-
-class Kind(StrEnum):
-    """The canonical event kinds: the five of SPEC section 2, then section 8's authority kinds."""
-
-    LEASE_ACQUIRED = "lease_acquired"
-    PROGRESS = "progress"
-    EFFECT_ATTEMPTED = "effect_attempted"
-    EFFECT_COMMITTED = "effect_committed"
-    OUTCOME_VERIFIED = "outcome_verified"
-    AUTHORITY_GRANTED = "authority_granted"
-    AUTHORITY_REVOKED = "authority_revoked"
-    RESUMED = "resumed"
-    REVALIDATED = "revalidated"
-    EFFECT_COMPENSATED = "effect_compensated"
-
-
-class SinkResult(StrEnum):
-    ACCEPTED = "accepted"
-    REJECTED = "rejected"
-    UNKNOWN = "unknown"
-
-
-class Reporter(StrEnum):
-    COORDINATOR = "coordinator"
-    SINK = "sink"
-    WORKER = "worker"
-    VERIFIER = "verifier"
+from .fields import REGISTRY
+from .kinds import Kind, Reporter, SinkResult
 
 
 class Grade(StrEnum):
@@ -127,6 +101,8 @@ class Event:
     ``seq`` is the event's place in its key's order: the given seq, or, when ``observed`` (the key's
     log lacks seq), its observation position, which is never reported as a seq. ``file`` and
     ``line`` say where it came from (a live event: the processor's source name and arrival number).
+    A field declared in the registry (``core/fields.py``) and not here is appended, None by
+    default (``_with_registry_fields``): declaring it here too is only for its type's sake.
     """
 
     seq: int
@@ -155,6 +131,32 @@ class Event:
     decision: str | None = None      # "continue" | "pause" | "terminate"
     # SPEC revision 3: 1-based in global observation order (the files as given, then line order)
     position: int | None = None
+
+
+def _with_registry_fields(declared: type) -> type:
+    """``declared`` with every field of the registry (``core/fields.py``) it does not declare
+    appended in the registry's order, defaulting to None (an instant's as ``datetime``, the others' as ``str``):
+    a field declared there alone is carried by every engine that builds or reads ``Event``. The
+    same class when it declares them all (today's case: nothing changes on the hot path);
+    otherwise one frozen slots dataclass named ``Event`` in this module, so it pickles (Spark)
+    and ``core.builder`` builds it as fast."""
+    import dataclasses
+
+    have = {f.name for f in dataclasses.fields(declared)}
+    extra = [(s.name, "datetime | None" if s.role == "time" else "str | None", dataclasses.field(default=None))
+             for s in REGISTRY if s.name not in have]
+    if not extra:
+        return declared
+    own = [(f.name, f.type, dataclasses.field(default=f.default, default_factory=f.default_factory))
+           for f in dataclasses.fields(declared)]
+    names = have | {name for name, _, _ in extra}
+    namespace = {k: v for k, v in vars(declared).items() if not k.startswith("__") and k not in names}
+    cls = dataclasses.make_dataclass(declared.__name__, own + extra, namespace=namespace, frozen=True, slots=True)
+    cls.__module__, cls.__qualname__, cls.__doc__ = __name__, declared.__qualname__, declared.__doc__
+    return cls
+
+
+Event = _with_registry_fields(Event)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ hand the store chunks of raw lines.
 JSON lines are split in bulk (numpy finds the newlines, arrow wraps the bytes without copying) so
 no Python code runs per line on the happy path; CSV and Parquet go through DuckDB's own readers and
 arrive as one JSON object per row; OTLP JSON is unpacked by ``ingest.otlp``. All of them meet the
-same SQL normalizer in ``store.sql``.
+same SQL normalizer in ``normalize/normalize.sql``.
 
 The stage is one small module per concern: ``sources`` (discovery, standard input),
 ``compression`` (gzip, zstd), ``jsonl``, ``readers`` (CSV, Parquet) and ``otlp``; this module

@@ -1,9 +1,9 @@
-"""Stage 3, store: the DuckDB schema, the one normalizer, and idempotent, per-file transactional appends.
+"""Stage 3, store: the DuckDB schema and idempotent, per-file transactional appends.
 
 Every reader hands the store chunks of raw lines (``line``, ``raw`` bytes holding one JSON object);
-``store.sql`` normalizes them in one SQL pass into events or quarantined lines with a reason (the
-lines its fast path cannot take go through ``normalize.normalize_line``, with the store's
-``vocabulary``). A file is ingested inside one transaction, so an interrupted ingest leaves the
+stage 2's SQL normalizer (``normalize/normalize.sql``, run inside the append) normalizes them in
+one SQL pass into events or quarantined lines with a reason (the lines its fast path cannot take
+go through ``normalize.normalize_line``, with the store's ``vocabulary``). A file is ingested inside one transaction, so an interrupted ingest leaves the
 store as it was, and an event already stored (same ``event_id``, same content) is not added again,
 so ingesting the same evidence twice adds nothing. Rows are identified by ``obs``: one
 ``event_id`` with different content keeps both rows (``id_conflicts``).

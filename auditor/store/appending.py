@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.fields import (BLANK, DECISIONS, EFFECT_KINDS, FIELDS, HEARTBEATS, INSTANT_SHAPE, KEY_FIELDS,
                            REPORTERS, SINK_RESULTS)
 from ..normalize.reference import SQL_SHAPE
+from ..normalize.staging import SQL as STAGING_SQL
 from ..normalize.vocabulary import REASONS
 from .ignored import count_ignored
 from .prefilter import stage_params
@@ -175,7 +176,7 @@ class Appending:
             [b for t in held for b in (t if t.schema == schema else t.cast(schema)).to_batches(
                 max_chunksize=STAGE_BATCH_ROWS)], schema)
         held.clear()
-        ((staged,),) = self.con.execute(SQL["stage"], dict(
+        ((staged,),) = self.con.execute(STAGING_SQL["stage"], dict(
             _STAGE_PARAMS, **stage_params(self.vocabulary), source_id=source_id, keep_payloads=self.keep_payloads,
             careful=self.careful, position_base=position_base, derive_ids=self.derive_ids)).fetchall()
         return staged

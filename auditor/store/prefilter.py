@@ -1,6 +1,7 @@
-"""What the stage statement needs to know of a vocabulary, as bound parameters (``store.sql``'s
-``stage``): which canonical kinds its fast path may still take as written, and the lists with
-which it decides ignored lines (SPEC rev 3, ``[ignore]``) without calling the Python normalizer.
+"""What the stage statement needs to know of a vocabulary, as bound parameters
+(``normalize/normalize.sql``'s ``stage``): which canonical kinds its fast path may still take as
+written, and the lists with which it decides ignored lines (SPEC rev 3, ``[ignore]``) without
+calling the Python normalizer.
 
 A noisy log is mostly lines nobody needs (three of four in ``bench/noisy.py``); sending each
 through ``normalize.normalize_line`` would cost them as much as evidence. The SQL decides a line
@@ -34,7 +35,7 @@ def _path(*parts: str) -> str:
 
 
 def stage_params(vocabulary: Vocabulary) -> dict[str, Any]:
-    """The vocabulary's parameters of ``stage`` (see ``store.sql``)."""
+    """The vocabulary's parameters of ``stage`` (see ``normalize/normalize.sql``)."""
     kind_names = sorted(n for n, (f, _prio) in vocabulary.fields.items() if f == "kind")
     flat = [n for n in kind_names if "." not in n]
     paths = [n.split(".") for n in kind_names if "." in n]

@@ -1,4 +1,4 @@
-"""The event kinds exist once (``core.model.Kind``): every place that must know each kind is checked
+"""The event kinds exist once (``core.kinds.Kind``): every place that must know each kind is checked
 against it, so a kind added there and forgotten elsewhere fails here: both detection engines,
 the receiver's role screen, the built-in aliases and the format reference."""
 

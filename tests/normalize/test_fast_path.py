@@ -60,8 +60,8 @@ def test_fast_path_counts_every_canonical_field():
     attrs): a field left out would send every line naming it to the careful path, or worse."""
     import re
 
-    from auditor.store import SQL
     from auditor.core.fields import FIELDS
+    from auditor.normalize.staging import SQL
 
     counted = re.findall(r"\(j\.(\w+) IS NOT NULL\)::INTEGER", SQL["stage"])
     assert sorted(counted) == sorted([*FIELDS, "attrs"])

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,27 +16,9 @@ from auditor.render.html import render_html
 
 from ..conftest import FIXTURES
 
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"]
 NOISY = FIXTURES / "noisy_three_irrelevant_lines_per_evidence_line.jsonl"
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = shutil.which("chromium")
-    if executable is None:
-        why = "chromium is not on PATH: install Debian's package with 'apt-get install -y chromium'"
-        if os.environ.get("CI"):
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=BROWSER_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def _live_event() -> type:
 LiveEvent: Any = _live_event()
 
 
-_CONTENT = tuple(name for name in Event.__slots__ if name not in ("file", "line", "observed", "position"))
+_CONTENT = tuple(f.name for f in dataclasses.fields(Event) if f.name not in ("file", "line", "observed", "position"))
 
 
 def same_event(a: Event, b: Event) -> bool:

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.fields import DECISIONS, FIELDS, HEARTBEATS, REPORTERS, SINK_RESULTS, name_key
+from ...core.fields import FIELDS, REGISTRY, TIME_FIELDS, name_key
 from ...core.instants import epoch_seconds, instant
 from ..vocabulary import DEFAULT
 from ..sample import Sample, as_int
@@ -47,7 +47,8 @@ _FIRST, _LAST = ("workflow_key", "epoch", "seq", "ts", "kind"), ("event_id",)
 ORDER = (*_FIRST, *(f for f in FIELDS if f not in _FIRST + _LAST), *_LAST)
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_CLOSED = {"sink_result": SINK_RESULTS, "reporter": REPORTERS, "heartbeat": HEARTBEATS, "decision": DECISIONS}
+#: Each enumeration's closed list of values, from the registry: a member holding them is the field.
+_CLOSED = {s.name: s.values for s in REGISTRY if s.role == "enum"}
 
 
 @dataclass
@@ -130,7 +131,7 @@ def _fits(f: str, st: PathStats) -> bool:
     """Whether the values of ``st`` have the shape field ``f`` holds."""
     if f in ("epoch", "seq"):
         return st.share("int") >= 0.95 and (f == "seq" or (st.low or 0) >= 0)
-    if f in ("ts", "lease_until", "expires_at"):
+    if f == "ts" or f in TIME_FIELDS:  # the event's time and the registry's instants
         return st.share("time") >= 0.9 or (st.share("number", "int") >= 0.9 and _epochish(st))
     if f in _CLOSED:
         return sum(c for v, c in st.values.items() if v.strip().lower() in _CLOSED[f]) >= 0.9 * st.lines
