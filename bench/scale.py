@@ -78,15 +78,22 @@ con.execute("SET preserve_insertion_order = false")
 con.execute(\"\"\"CREATE TABLE events AS
 SELECT md5(concat_ws(chr(31), seq, workflow_key, kind, epoch, worker, effect_key, sink, sink_result,
                      reporter, step_id, ts, attrs)) AS event_id,
-       seq AS ord, seq, 0::BIGINT AS obs, workflow_key, kind, epoch, worker, effect_key, sink,
+       seq AS ord, seq, row_number() OVER () AS obs, workflow_key, kind, epoch, worker, effect_key, sink,
        sink_result, reporter, step_id, ts, try_cast(ts AS TIMESTAMPTZ) AS ts_utc,
-       attrs::VARCHAR AS attrs, 1 AS source_id, 0::BIGINT AS line
+       attrs::VARCHAR AS attrs, 1 AS source_id, 0::BIGINT AS line, row_number() OVER () AS position
 FROM read_json($path, format = 'newline_delimited', columns = $cols)\"\"\",
             {"path": sys.argv[1], "cols": json.loads(sys.argv[2])})
-for name in _BUILD:
-    con.execute(SQL[name])
-con.execute("COPY (" + SQL["finding_rows"] + ") TO '" + sys.argv[3].replace("'", "''") + "' (FORMAT json)")
-(n,) = con.execute("SELECT count(*) FROM raw_findings").fetchone()
+from auditor.core.columns import table
+have = {r[0] for r in con.execute("DESCRIBE events").fetchall()}
+for c in table():  # the store's other columns (the field registry's), empty: the log gives none of them
+    if c.name not in have:
+        con.execute(f"ALTER TABLE events ADD COLUMN {c.name} {c.sql.split()[0]}")
+con.execute("CREATE TABLE sources AS SELECT 1 AS source_id, $path AS name", {"path": sys.argv[1]})
+scratch = sys.argv[3] + ".scratch.duckdb"
+for name in _BUILD:  # "scratch" attaches a file for the spooled finding rows, as the audit does
+    con.execute(SQL[name], [scratch] if name == "scratch" else [])
+con.execute("COPY (SELECT * FROM auditor_detect.finding_rows) TO '" + sys.argv[3].replace("'", "''") + "' (FORMAT json)")
+(n,) = con.execute("SELECT count(*) FROM auditor_detect.finding_rows").fetchone()
 print(json.dumps({"findings": n, "query_s": time.perf_counter() - t}))
 """
 
@@ -213,10 +220,11 @@ def auditor_command() -> list[str]:
 
 
 def finding_key(f: dict) -> tuple:
-    """A finding as compared between (b) and (c): every field of the JSON finding."""
-    f = dict(f)
-    f["epochs"] = tuple(f.get("epochs") or ())
-    return tuple(sorted((k, v) for k, v in f.items()))
+    """A finding as compared between (b) and (c): every field of the JSON finding but where it is
+    written (``file``, ``line``, the ``*position`` fields), which the reference, fed events, lacks."""
+    f = {k: v for k, v in f.items() if k not in ("file", "line") and not k.endswith("position")}
+    f["epochs"] = f.get("epochs") or []  # an absent list and an empty one are alike
+    return (json.dumps(f, sort_keys=True),)  # hashable whatever the finding's lists and objects
 
 
 def document_findings(path: Path):
