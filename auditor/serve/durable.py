@@ -36,6 +36,8 @@ MARK = "serve-spool:"
 #: or the oldest record it holds has waited MAX_DELAY.
 PAUSE = 0.05
 MAX_DELAY = 1.0
+#: Beyond the last try's own wait, how long ``close`` waits for the writer thread (seconds).
+STOP_GRACE = 5.0
 
 
 @dataclass
@@ -130,7 +132,10 @@ class Keeper:
         self.drain(timeout)
         self._stop = True
         self._queue.put(None)
-        self._thread.join(timeout=max(1.0, timeout))
+        # The thread returns after one more try (opening the store waits up to 2 s when stopping):
+        # wait for that try. A thread still inside DuckDB when the interpreter exits aborts the
+        # process (SIGABRT, "terminate called ...") instead of the exit code that names the leftover.
+        self._thread.join(timeout=max(1.0, timeout) + 2.0 + STOP_GRACE)
         return self.unwritten
 
     def _run(self) -> None:
