@@ -206,6 +206,9 @@ def test_console_example(block: Block, tmp_path: Path, request):
         while actual and not actual[-1].strip():
             actual.pop()
         where = f"{block.page.relative_to(ROOT)}:{step.line}: $ {step.command}"
+        if not step.output and "--quiet" in step.command.split():
+            # --quiet prints nothing, on stdout or stderr (with --engine spark: not the JVM's warnings)
+            assert actual == [], f"{where}\n--quiet printed:\n{run.stdout}"
         if step.output and not matches(step.output, actual):
             diff = "\n".join(difflib.unified_diff(step.output, actual, "shown", "printed", lineterm=""))
             pytest.fail(f"{where}\nthe output differs from the page's:\n{diff}")

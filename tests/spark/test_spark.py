@@ -399,14 +399,9 @@ def test_spark_settings_and_the_auditors_own_reach_a_new_session(monkeypatch, tm
         settings({}, str(tmp_path / "missing.tar.gz"), None)
 
 
-def test_a_quiet_spark_audit_prints_nothing(tmp_path):
-    """Issue 45 item 10: --quiet on --engine spark leaves the JVM's start-up warnings in a log file."""
-    out = tmp_path / "doc.json"
-    done = subprocess.run([sys.executable, "-m", "auditor", "audit", "--engine", "spark", "--spark-master", "local[1]",
-                           "--quiet", "--json", str(out), str(FIXTURES / "seed_split_brain.jsonl")],
-                          cwd=ROOT, capture_output=True, timeout=300)
-    assert (done.returncode, done.stdout, done.stderr) == (1, b"", b"")
-    assert json.loads(out.read_text())["engine"] == "spark"
+# Issue 45 item 10 (--quiet on --engine spark leaves the JVM's start-up warnings in a log file, and
+# prints nothing) is held by docs/SCALE.md's example, run by tests/docs/test_docs.py: a command with
+# --quiet shown without output must print nothing on stdout or stderr (one JVM started, not two).
 
 
 def test_a_failure_on_the_executors_is_one_line_naming_its_cause(tmp_path):
