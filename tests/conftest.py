@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,25 @@ def pytest_configure(config):
     but xdist 3.8 under pytest 9 sends grouped tests to both workers.)"""
     if getattr(config.option, "dist", "no") == "load":
         config.option.dist = "loadscope"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``AUDITOR_TEST_TIMELINE=FILE``, each test's worker, start and end (setup to teardown)
+    are appended to FILE: where a two-worker run spends its time, and how long a worker idles."""
+    path = os.environ.get("AUDITOR_TEST_TIMELINE")
+    start = time.time()
+    yield
+    if path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(path, "a") as f:
+            f.write(f"{worker}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
+
+
+def examples(n: int) -> int:
+    """Hypothesis examples for a property that audits each one: ``n``, sized so that the whole
+    suite stays within CI's 15 minutes, times ``AUDITOR_EXAMPLES_SCALE`` (e.g. 4) for a longer run."""
+    return max(1, round(n * float(os.environ.get("AUDITOR_EXAMPLES_SCALE", "1"))))
 
 
 #: A line that cannot be read (epoch is not an integer), for ``lossy``.

@@ -17,7 +17,7 @@ from auditor.normalize.vocabulary import Vocabulary
 from auditor.render.json import render_json
 from auditor.store import Store
 
-from ..conftest import run_cli
+from ..conftest import examples, run_cli
 
 FLAT = ('[fields]\nmsg = "kind"\nrev = "seq"\n[kinds]\n"lease acquired" = "lease_acquired"\n"step done" = "progress"\n'
         "[kind_patterns]\n'^charged \\S+$' = \"effect_committed\"\n"
@@ -67,9 +67,9 @@ def _document(tmp_path, text: str, vocabulary: str, careful: bool) -> str:
                        [[e.table, e.entry, e.lines, e.line, e.samples] for e in summary.ignore]])
 
 
-@pytest.mark.slow  # 120 stores per vocabulary: over 20 s each at load 6
+@pytest.mark.slow  # 60 stores per vocabulary: about 10 s each at load 4
 @pytest.mark.parametrize("vocabulary", [FLAT, NESTED, ALIAS], ids=["flat", "nested", "alias"])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(lines(), min_size=1, max_size=25))
 def test_the_stage_ignores_exactly_what_the_normalizer_ignores(tmp_path, vocabulary, log):
     text = "\n".join(log) + "\n"
