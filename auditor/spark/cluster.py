@@ -144,13 +144,25 @@ def split_bytes(spark: "SparkSession", given: int | None) -> int:
         raise AuditorError(f"{SPLIT_CONF}={text!r}: expected a positive size (64m, 1g)") from None
 
 
+#: The (application, executors' Python) pairs checked already: one check per session and Python,
+#: not one per audit (a Spark job costs a small audit a tenth of its time).
+_CHECKED: set[tuple[str, str]] = set()
+
+
 def check_executors(spark: "SparkSession") -> None:
     """Run one tiny task that imports the auditor where the input will be read: a worker that
-    cannot (no such Python, no auditor, no duckdb) is said in one line before anything is read."""
+    cannot (no such Python, no auditor, no duckdb) is said in one line before anything is read.
+    Once per session and executors' Python; a worker added later that cannot is still said in
+    one line, by ``explain``, when its first task fails."""
+    sc = spark.sparkContext
+    done = (sc.applicationId, sc.pythonExec)
+    if done in _CHECKED:
+        return
     try:
-        spark.sparkContext.parallelize([0], 1).map(_imports).collect()
+        sc.parallelize([0], 1).map(_imports).collect()
     except Exception as e:  # py4j's Py4JJavaError, pyspark's PythonException: the text says which
         raise explain(e, checking=True) from e
+    _CHECKED.add(done)
 
 
 def _imports(_: int) -> str:

@@ -158,3 +158,40 @@ def test_a_file_only_the_driver_sees_is_said_in_one_line(cluster, private_python
     assert err.count("\n") == 1, err
     assert err.startswith(f"Error: {hidden}: no such file on the executor at ")
     assert "every worker must see the input at the same path" in err
+
+
+@pytest.fixture(scope="module")
+def wide_log(tmp_path_factory) -> tuple[Path, dict]:
+    """One file three times an executor's memory (512 MiB): 400,000 simulated events, each line
+    carrying a stack trace of about 3.9 KB (a member beyond the contract, kept in ``attrs``, so its
+    bytes are read, normalized and carried to detection), with the generator's truth."""
+    import hashlib
+
+    from auditor.simulate import generate_log
+
+    base = tmp_path_factory.mktemp("wide")
+    events = base / "events.jsonl"
+    truth = generate_log(events, 400_000, seed=4646).findings
+    path = base / "wide.jsonl"
+    with events.open("rb") as src, path.open("wb") as out:
+        for n, line in enumerate(src):
+            digest = hashlib.blake2b(n.to_bytes(8, "big")).hexdigest().encode()
+            out.write(line.rstrip(b"\n")[:-1] + b', "stack": "' + (digest * 31)[:3900] + b'"}\n')
+    events.unlink()
+    return path, truth
+
+
+def test_a_file_three_times_an_executors_memory_gives_one_machines_document(cluster, wide_log, tmp_path):
+    """The issue's first complaint: one file of 244 MB failed with 'Java heap space' at every
+    executor memory tried, since one task read it whole. In 64 MiB pieces (the default), a file
+    of 1.6 GB audits on executors of 512 MiB, findings equal to one machine's and to the truth."""
+    path, truth = wide_log
+    memory = int(cluster.executor_memory.rstrip("m")) << 20
+    assert path.stat().st_size >= 3 * memory
+    out = tmp_path / "doc.json"
+    code, err = finish(cluster.audit(str(path), "--json", str(out)), timeout=1800)
+    assert (code, err) == (1, "")
+    doc = cluster_document(out)
+    assert doc == one_machine(path)
+    assert len(doc["findings"]) == sum(truth.values())
+    assert doc["input"]["events"] == 400_000
