@@ -73,22 +73,15 @@ def without_names(doc):
     return out
 
 
-def in_pieces(path: Path) -> int | None:
-    """The piece size that reads a JSON-lines file in about seven pieces by as many tasks (issue
-    46); None for other formats, which are read whole. Files read whole are the other tests'."""
-    return max(64, path.stat().st_size // 7) if path.suffix == ".jsonl" else None
-
-
 @pytest.fixture(scope="module")
 def fixture_outcomes(spark) -> dict[Path, dict]:
     """Every fixture audited on Spark, several at once: the session takes jobs from many threads,
-    and on two cores most of a small audit's time is Spark's own latency, not work. A JSON-lines
-    fixture is read in pieces: one sweep holds both the engine and the splitting to one machine."""
+    and on two cores most of a small audit's time is Spark's own latency, not work."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(4) as pool:
-        found = pool.map(lambda p: outcome(lambda: spark_audit(spark, [p], vocabulary=vocabulary_of(p),
-                                                               split_bytes=in_pieces(p)), html=True), LOGS)
+        found = pool.map(lambda p: outcome(lambda: spark_audit(spark, [p], vocabulary=vocabulary_of(p)), html=True),
+                         LOGS)
         return dict(zip(LOGS, found))
 
 
@@ -355,9 +348,9 @@ def test_an_event_id_reused_with_a_later_time_is_a_conflict_that_moves_freshness
     assert mine["incidents"][0]["freshness_seconds"] > 86_400 * 100
 
 
-#: Every messy JSON-lines file of the corpus, each read in about seven pieces by as many tasks
-#: (issue 46; the fixtures are read so by the every-fixture sweep).
-SPLIT = sorted(CORPUS.glob("*.jsonl"))
+#: Every messy JSON-lines file of the corpus, and fixtures with [ignore] entries, duplicates and
+#: vocabularies, each read in about seven pieces by as many tasks (issue 46).
+SPLIT = sorted(CORPUS.glob("*.jsonl")) + [p for p in LOGS if p.suffix == ".jsonl"][::6]
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +359,8 @@ def split_outcomes(spark) -> dict[Path, dict]:
 
     with ThreadPoolExecutor(4) as pool:
         found = pool.map(lambda p: outcome(lambda: spark_audit(spark, [p], vocabulary=vocabulary_of(p),
-                                                               split_bytes=in_pieces(p)), html=True), SPLIT)
+                                                               split_bytes=max(64, p.stat().st_size // 7)),
+                                           html=True), SPLIT)
         return dict(zip(SPLIT, found))
 
 
