@@ -65,29 +65,29 @@ def table() -> tuple[Column, ...]:
     return (*first, *later)
 
 
-#: ``optional_fields`` and ``added_fields`` of the registry they were drawn from: the reference
-#: normalizer asks for them once per line (recomputing them cost it 70 µs a line).
-_DRAWN: dict[str, tuple[tuple[FieldSpec, ...], tuple[FieldSpec, ...]]] = {}
+#: ``optional_fields`` and ``added_fields`` by revision, with the registry they were drawn from:
+#: the reference normalizer asks for them once per line (recomputing them cost it 70 µs a line).
+_DRAWN: dict[tuple[int, ...], tuple[tuple[FieldSpec, ...], tuple[FieldSpec, ...]]] = {}
 
 
-def _after(revision: tuple[int, ...], name: str) -> tuple[FieldSpec, ...]:
+def _after(revision: tuple[int, ...]) -> tuple[FieldSpec, ...]:
     registry = registered()
-    drawn = _DRAWN.get(name)
+    drawn = _DRAWN.get(revision)
     if drawn is None or drawn[0] is not registry:
-        drawn = _DRAWN[name] = (registry, tuple(s for s in registry if _revision(s) > revision))
+        drawn = _DRAWN[revision] = (registry, tuple(s for s in registry if _revision(s) > revision))
     return drawn[1]
 
 
 def optional_fields() -> tuple[FieldSpec, ...]:
     """The fields of revision 2 and later: optional, none can cost a line."""
-    return _after((1,), "optional")
+    return _after((1,))
 
 
 def added_fields() -> tuple[FieldSpec, ...]:
     """The fields added after revision 2: the normalizers (``normalize/reference.py``, the SQL one
     in ``normalize/normalize.sql``) name the fields up to revision 2 in their rules and carry these
     by their role alone; the SQL normalizer's fast path leaves a line that gives one to the reference one."""
-    return _after((2,), "added")
+    return _after((2,))
 
 
 def added_picked(_alias: str = "") -> str:

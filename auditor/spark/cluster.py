@@ -145,7 +145,7 @@ def split_bytes(spark: "SparkSession", given: int | None) -> int:
 
 
 #: The (application, executors' Python) pairs checked already: one check per session and Python,
-#: not one per audit (a Spark job costs a small audit a tenth of its time).
+#: not one per audit (one Spark job of the six or seven a small audit runs).
 _CHECKED: set[tuple[str, str]] = set()
 
 

@@ -15,6 +15,7 @@ from ..explain.incidents import MAX_TIMELINE_EVENTS
 from ..pipeline import Explained
 from ..store import id_conflict, malformed_field
 from . import tasks
+from .inputs import offsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -78,12 +79,9 @@ def _numbered(kept: "DataFrame") -> "DataFrame":
     from pyspark.sql import functions as F
 
     bucket = F.shiftright("obs", BUCKET_BITS)
-    counts = sorted(tuple(r) for r in kept.groupBy(bucket.alias("_b")).agg(F.count("*").alias("n")).collect())
-    offsets, total = [], 0
-    for b, n in counts:
-        offsets.append((b, total))
-        total += n
-    before = kept.sparkSession.createDataFrame(offsets or [(0, 0)], "_b long, _before long")
+    counts = kept.groupBy(bucket.alias("_b")).agg(F.count("*").alias("n")).collect()
+    # as a broadcast table, not a map literal: a 40M-line file has 2,442 buckets
+    before = kept.sparkSession.createDataFrame(offsets(counts) or [(0, 0)], "_b long, _before long")
     rank = F.row_number().over(Window.partitionBy("_b").orderBy("obs"))
     return (kept.withColumn("_b", bucket).join(F.broadcast(before), "_b")
             .withColumn("position", (F.col("_before") + rank).cast("long")).drop("_b", "_before"))

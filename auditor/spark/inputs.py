@@ -23,16 +23,22 @@ LOG = logging.getLogger("auditor.spark")
 DATAFRAME = "<dataframe>"
 
 
+def offsets(counts: list) -> list[tuple[Any, int]]:
+    """``(group, rows of the groups before it)`` in group order, given ``counts`` rows ``(group,
+    n)``: what numbering rows in order across groups adds to a row's rank in its own."""
+    out, total = [], 0
+    for group, n in sorted(tuple(r) for r in counts):
+        out.append((group, total))
+        total += n
+    return out
+
+
 def _before(counts: list) -> Any:
-    """A map column from each group to the rows of the groups before it, given ``counts`` rows
-    ``(group, n)``: what numbering rows in order across groups adds to a row's rank in its own."""
+    """``offsets`` as a map column from each group (a few groups: a DataFrame's partitions)."""
     from pyspark.sql import functions as F
 
-    offsets, total = [], 0
-    for group, n in sorted(tuple(r) for r in counts):
-        offsets += [F.lit(group), F.lit(total)]
-        total += n
-    return F.create_map(*(offsets or [F.lit(0), F.lit(0)]))
+    pairs = [F.lit(x) for pair in offsets(counts) for x in pair]
+    return F.create_map(*(pairs or [F.lit(0), F.lit(0)]))
 
 
 def _error(name: str | None, message: str) -> AuditorError:
