@@ -12,7 +12,9 @@ around the package's own code (``auditor.spark.tasks`` holds every call into it)
    ``event_id`` left naming several events is an ``event_id_conflict`` over the whole input. The
    events are repartitioned by workflow key and each partition is detected and explained in a
    scratch DuckDB store (``mapInArrow``), the input files' names loaded beside the events so the
-   findings carry their file and line.
+   findings carry their file and line. The same pass returns each partition's events of a
+   conflicting ``event_id`` and every event of its keys with lease evidence: the driver groups the
+   conflicts and measures lease health (which aggregates across keys) over those events.
 3. **timelines**: after the driver has merged the partitions and narrowed the result to the scope,
    the events of the few workflow keys the HTML report draws are loaded again, by key, and their
    timelines drawn by the package's own ``excerpts``.
@@ -57,7 +59,7 @@ from ..normalize.vocabulary import Vocabulary, vocabulary_of
 from ..store.ignored import summarize
 from . import cluster, tasks
 from .cluster import SparkFailed
-from .events import (SparkStats, _conflicts, _first_observations, _lease_health, _malformed, _merge, _numbered,
+from .events import (BUCKET_BITS, SparkStats, _conflicts, _first_observations, _malformed, _merge, _numbered,
                      _timelines)
 from .inputs import DATAFRAME, _dataframe_stage1, _error, _files_stage1, _first_line, _sources
 
@@ -200,15 +202,21 @@ def _run(spark: "SparkSession", df_or_paths: Any, fmt: str, fail_on: Grade | str
     t = time.perf_counter()
     stage1, names, size = _stage1(spark, df_or_paths, fmt, keep_payloads, vocabulary, limits, skipped,
                                   cluster.split_bytes(spark, split))
-    s1 = stage1.persist(StorageLevel.MEMORY_AND_DISK)
-    kept = None
+    # On disk only past an executor's memory or so: a block spilled from memory and read back in
+    # whole ran a 1 GB executor out of Java heap on a 9.8 GB file.
+    level = StorageLevel.DISK_ONLY if size > cluster.IN_MEMORY_BYTES else StorageLevel.MEMORY_AND_DISK
+    s1 = stage1.persist(level)
+    firsts = kept = None
     try:
         files, quarantine, ignore = _accounting(s1, names, stats)
         stats.stage1_s = time.perf_counter() - t
 
         t = time.perf_counter()
-        kept = _numbered(_first_observations(s1)).persist(StorageLevel.MEMORY_AND_DISK)
-        conflicts = _conflicts(kept, names)
+        firsts = _first_observations(s1)
+        bucket = _one_bucket(files)
+        if bucket is None:  # the buckets are counted, then numbered, from one collapse of duplicates
+            firsts = firsts.persist(level)
+        kept = _numbered(firsts, bucket).persist(level)
         n = cluster.partitions_for(spark, size, partitions)
         stats.shuffle_partitions = n
         rows = _stage2(kept, names, files, n)
@@ -220,8 +228,8 @@ def _run(spark: "SparkSession", df_or_paths: Any, fmt: str, fail_on: Grade | str
         del rows
         summary, unplaced = _summary(files, names, quarantine, ignore, skipped, events, read)
         check_events(summary)
-        conflicts += _malformed(read["malformed"])
-        health = _lease_health(kept, names, by, heartbeat_misses)
+        conflicts = _conflicts(read["conflicts"], names) + _malformed(read["malformed"])
+        health = tasks.lease_health_of(read.pop("lease"), names, by, heartbeat_misses)
         result = result_of(found, summary, conflicts, health, unplaced, fail_on=fail_on,
                            allow_quarantined=allow_quarantined, scope=scope,
                            session=AuditSession(None, EVENTS_IN_SPARK), engine="spark",
@@ -232,10 +240,17 @@ def _run(spark: "SparkSession", df_or_paths: Any, fmt: str, fail_on: Grade | str
         result.timelines = _timelines(kept, drawn_keys(result), result.findings, names, n)
         stats.timelines_s = time.perf_counter() - t
     finally:
-        s1.unpersist()
-        if kept is not None:
-            kept.unpersist()
+        for frame in (s1, firsts, kept):
+            if frame is not None:
+                frame.unpersist()
     return result, stats
+
+
+def _one_bucket(files: list) -> int | None:
+    """The one bucket of observation positions (``events.BUCKET_BITS``) every event of the input
+    is in, from each file's (or piece's) first and last ``obs``; None when they span several."""
+    buckets = {obs >> BUCKET_BITS for r in files for obs in (r.obs, r.last_obs) if obs is not None}
+    return buckets.pop() if len(buckets) == 1 else None
 
 
 def _stage1(spark: "SparkSession", df_or_paths: Any, fmt: str, keep_payloads: bool, vocabulary: Vocabulary,
@@ -264,7 +279,7 @@ def _accounting(s1: "DataFrame", names: dict[int, str],
     could not be read."""
     meta = s1.filter(s1.tag != "e").select(
         "tag", "source_id", "name", "line", "reason", "lines_read", "normalized", "quarantined",
-        "ignored", "obs", "seconds", "message", "ts_us").collect()
+        "ignored", "obs", "last_obs", "seconds", "message", "ts_us").collect()
     failed = sorted((r for r in meta if r.tag == "x"), key=lambda r: r.source_id)
     if failed:  # the single-node audit stops at the first file it cannot read
         raise _error(failed[0].reason, failed[0].message)
@@ -296,7 +311,7 @@ def _stage2(kept: "DataFrame", names: dict[int, str], files: list, n: int) -> li
     normalized is that of the events kept too, unless a copy collapsed as a duplicate (one
     event_id, one content) parsed to another time: then the partitions, which see only the events
     kept, say so and detection runs again."""
-    by_key = kept.drop("_ids").repartition(n, "workflow_key")
+    by_key = kept.repartition(n, "workflow_key")  # with _ids: a partition finds its conflicting events
 
     def stage2(newest_us):
         return by_key.mapInArrow(_detect(names, newest_us), tasks.STAGE2).collect()

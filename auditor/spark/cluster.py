@@ -32,6 +32,9 @@ SPLIT_CONF = "spark.auditor.splitBytes"
 #: The shuffle partitions of an input: about one per ``BYTES_PER_PARTITION`` of input, at least
 #: the cluster's cores and at most Spark's default of 200.
 BYTES_PER_PARTITION = 32 << 20
+#: Past this much input the events an audit keeps between its passes are cached on the
+#: executors' disks only (``DISK_ONLY``), below it in memory first (``MEMORY_AND_DISK``).
+IN_MEMORY_BYTES = 1 << 30
 #: The driver's environment variables the executors get too (``spark.executorEnv.*``): the
 #: auditor's own settings (AUDITOR_MEMORY_LIMIT, the AUDITOR_MAX_* input limits, ...).
 ENV_PREFIX = "AUDITOR_"

@@ -67,19 +67,24 @@ def _malformed(parts: list[list[tuple]]) -> list[Diagnostic]:
 BUCKET_BITS = 14
 
 
-def _numbered(kept: "DataFrame") -> "DataFrame":
+def _numbered(kept: "DataFrame", bucket_of_all: int | None = None) -> "DataFrame":
     """``kept`` with each event's ``position`` (SPEC rev 3): 1-based in global observation order
     (``obs``: file, then line), numbered once duplicates collapsed over every file, as one
     machine numbers them: the events of the buckets of positions before (earlier files, earlier
     lines of the same file), then the event's rank in its bucket. A window over a whole file held
     the file in one task: a 1.6 GB file ran 512 MiB executors out of Java heap. (A global sort
     numbered by partition is not stable: adaptive execution may split it differently between the
-    count and the numbering; buckets of ``obs`` are the same in every job.)"""
+    count and the numbering; buckets of ``obs`` are the same in every job.) ``bucket_of_all``: the
+    one bucket every event is in (the files' first and last ``obs`` say so), which needs no count:
+    a small input's audit runs one Spark job fewer."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     bucket = F.shiftright("obs", BUCKET_BITS)
-    counts = kept.groupBy(bucket.alias("_b")).agg(F.count("*").alias("n")).collect()
+    if bucket_of_all is None:
+        counts = kept.groupBy(bucket.alias("_b")).agg(F.count("*").alias("n")).collect()
+    else:
+        counts = [(bucket_of_all, 0)]
     # as a broadcast table, not a map literal: a 40M-line file has 2,442 buckets
     before = kept.sparkSession.createDataFrame(offsets(counts) or [(0, 0)], "_b long, _before long")
     rank = F.row_number().over(Window.partitionBy("_b").orderBy("obs"))
@@ -101,25 +106,15 @@ def _first_observations(s1: "DataFrame") -> "DataFrame":
             .withColumn("_ids", F.count("*").over(Window.partitionBy("event_id"))))
 
 
-def _conflicts(kept: "DataFrame", names: dict[int, str]) -> list[Diagnostic]:
+def _conflicts(parts: list[list[tuple]], names: dict[int, str]) -> list[Diagnostic]:
     """One ``event_id_conflict`` per ``event_id`` naming several events anywhere in the input,
-    as ``Store.id_conflicts`` reports them (in observation order)."""
-    rows = kept.filter("_ids > 1").select("event_id", "obs", "source_id", "line", "workflow_key",
-                                          "seq", "kind").collect()
+    as ``Store.id_conflicts`` reports them (in observation order), from the partitions' rows of
+    those events (``tasks.CONFLICT_COLUMNS``)."""
     by_id: dict[str, list[tuple]] = {}
-    for r in sorted(rows, key=lambda r: r.obs):
-        by_id.setdefault(r.event_id, []).append((names[r.source_id], r.line, r.workflow_key, r.seq, r.kind))
+    for event_id, _obs, source_id, line, key, seq, kind in sorted((r for part in parts for r in part),
+                                                                   key=lambda r: r[1]):
+        by_id.setdefault(event_id, []).append((names[source_id], line, key, seq, kind))
     return [id_conflict(eid, uses) for eid, uses in by_id.items()]
-
-
-def _lease_health(kept: "DataFrame", names: dict[int, str], by: Any, heartbeat_misses: int):
-    """Lease health (SPEC section 7) over the events of the keys with lease evidence, on the driver."""
-    from pyspark.sql import functions as F
-
-    keys = kept.filter(F.col("lease_until_us").isNotNull() | F.col("heartbeat").isNotNull()).select(
-        "workflow_key").distinct()
-    table = kept.join(keys, "workflow_key", "left_semi").drop("_ids").select(*tasks.EVENT_NAMES).toArrow()
-    return tasks.lease_health_of(table.to_batches(), names, by, heartbeat_misses)
 
 
 def _timelines(kept: "DataFrame", keys: list[str], findings: list[Finding], names: dict[int, str],

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from ..normalize.vocabulary import Vocabulary
 
 #: STAGE1's own columns (below): a field of that name travels as ``<name>_field``.
-_STAGE1_OWN = ("tag", "name", "reason", "lines_read", "normalized", "quarantined", "ignored", "seconds", "message")
+_STAGE1_OWN = ("tag", "name", "reason", "lines_read", "normalized", "quarantined", "ignored", "seconds", "message",
+               "last_obs")
 _SPARK_TYPES = {"BIGINT": "long", "VARCHAR": "string", "INTEGER": "int"}
 
 
@@ -67,12 +68,13 @@ EVENT_COLUMNS = ", ".join([
     *(f"{column} {kind}" for column, kind, _, _ in _OPTIONAL), "position long, dropped string"])
 EVENT_NAMES = tuple(c.split()[0] for c in EVENT_COLUMNS.split(", "))
 #: Stage 1's output: one row per event (tag e), one of the first quarantined lines of a file (q),
-#: the file's accounting and newest event time in ts_us (s), or a file that could not be read
+#: the file's accounting, newest event time in ts_us and its events' first and last observation
+#: positions in obs and last_obs (s), or a file that could not be read
 #: at all (x, with the message the single-node audit would raise, and its class in reason), and
 #: one per [ignore] entry that matched lines of the file (i: the entry's table in name, the entry
 #: in reason, its lines in ignored, the first in line and obs, its values as JSON in message).
 STAGE1 = ("tag string, name string, reason string, lines_read long, normalized long, "
-          "quarantined long, ignored long, seconds double, message string, " + EVENT_COLUMNS)
+          "quarantined long, ignored long, seconds double, message string, last_obs long, " + EVENT_COLUMNS)
 #: What makes two events with one ``event_id`` the same event (an exact duplicate, collapsed):
 #: every column but the row's identity and ``ts_us`` (parsed from ``ts``), as ``store.sql``'s
 #: ``drop_duplicates`` compares them. One id naming two contents is an ``event_id_conflict``.
@@ -84,8 +86,13 @@ STAGE2 = ("part int, kind string, payload binary, events long, keys long, load_s
           "detect_s double, newest_us long")
 PARTS = ("findings", "incidents", "diagnostics", "workflows")
 #: ... and what stage 2 reads of the input besides (SPEC rev 3): unplaced events by kind, the first
-#: of them, and the malformed_field rows (each with its first row's obs, to merge them).
-INPUT_PARTS = ("unplaced", "unplaced_first", "malformed")
+#: of them, and the malformed_field rows (each with its first row's obs, to merge them); the
+#: events whose ``event_id`` names several events (``CONFLICT_COLUMNS``: the driver groups them
+#: into ``event_id_conflict`` diagnostics); and every event of the keys with lease evidence (an
+#: Arrow table: lease health aggregates across keys, on the driver). Gathered in the pass that
+#: detects, not by passes of their own over every event.
+INPUT_PARTS = ("unplaced", "unplaced_first", "malformed", "conflicts", "lease")
+CONFLICT_COLUMNS = ("event_id", "obs", "source_id", "line", "workflow_key", "seq", "kind")
 STAGE3 = "part int, payload binary"
 
 _EVENTS_OUT = f"""
@@ -147,28 +154,52 @@ def _scratch_store(source_id: int, keep_payloads: bool, vocabulary: "Vocabulary 
     return store
 
 
+def _table(batches: Iterable["pa.RecordBatch"]) -> "pa.Table | None":
+    """The rows of ``batches`` as one table, None without rows."""
+    import pyarrow as pa
+
+    batches = [b for b in batches if b.num_rows]
+    return pa.Table.from_batches(batches) if batches else None
+
+
 @contextmanager
-def _partition_store(batches: Iterable["pa.RecordBatch"], names: dict[int, str]) -> Iterator["Store | None"]:
-    """A scratch store holding the events of ``batches`` (every event of each of their workflow
-    keys) and the input files' names, as the single-node store holds them; None without events."""
+def _partition_store(part_events: "pa.Table | None", names: dict[int, str]) -> Iterator["Store | None"]:
+    """A scratch store holding the events of ``part_events`` (every event of each of their
+    workflow keys) and the input files' names, as the single-node store holds them; None without
+    events."""
     import pyarrow as pa
 
     from ..store import SQL, Store
 
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
+    if part_events is None:
         yield None
         return
-    part_events = pa.Table.from_batches(batches)  # read by _EVENTS_IN (a replacement scan)
-    del batches
     part_sources = pa.table({"source_id": pa.array(list(names), pa.int32()),  # read by _SOURCES_IN
                              "name": pa.array(list(names.values()), pa.string())})
     with Store(None) as store:
-        store.con.execute(_SOURCES_IN)
+        store.con.execute(_SOURCES_IN)  # part_events and part_sources: replacement scans
         store.con.execute(_EVENTS_IN)
         del part_events, part_sources
         store.con.execute(SQL["observed_order"])
         yield store
+
+
+def _conflicting(part_events: "pa.Table") -> list[tuple]:
+    """``CONFLICT_COLUMNS`` of the events whose ``event_id`` names several events (``_ids``, counted
+    over the whole input before the events were partitioned by key)."""
+    import pyarrow.compute as pc
+
+    rows = part_events.filter(pc.greater(part_events.column("_ids"), 1)).select(list(CONFLICT_COLUMNS))
+    return [tuple(r.values()) for r in rows.to_pylist()]
+
+
+def _lease_events(part_events: "pa.Table") -> "pa.Table":
+    """Every event of the partition's keys with lease evidence (a lease deadline or a heartbeat)."""
+    import pyarrow.compute as pc
+
+    evidence = pc.or_(pc.is_valid(part_events.column("lease_until_us")), pc.is_valid(part_events.column("heartbeat")))
+    keys = pc.unique(part_events.column("workflow_key").filter(evidence))
+    return part_events.filter(pc.is_in(part_events.column("workflow_key"), value_set=keys)).drop_columns(["_ids"])
 
 
 def _normalized(store, source_id: int, name: str, counts, seconds: float) -> Iterator["pa.RecordBatch"]:
@@ -180,9 +211,10 @@ def _normalized(store, source_id: int, name: str, counts, seconds: float) -> Ite
         yield from _conform(batch, schema)
     yield from _conform(store.con.sql(_QUARANTINE_OUT, params=[QUARANTINE_FIRST]).to_arrow_table(), schema)
     yield from _conform(store.con.sql(_IGNORED_OUT).to_arrow_table(), schema)
-    (newest,) = store.con.execute("SELECT epoch_us(max(ts_utc)) FROM events").fetchone()
+    (newest, first, last) = store.con.execute("SELECT epoch_us(max(ts_utc)), min(obs), max(obs) FROM events").fetchone()
     yield from _conform(pa.table({
         "tag": ["s"], "source_id": pa.array([source_id], pa.int32()), "name": [name],
+        "obs": pa.array([first], pa.int64()), "last_obs": pa.array([last], pa.int64()),
         "lines_read": [counts.lines_read], "normalized": [counts.events + counts.duplicates],
         "quarantined": [counts.quarantined], "ignored": [counts.ignored], "seconds": [seconds],
         "ts_us": pa.array([newest], pa.int64())}), schema)
@@ -297,7 +329,8 @@ def detect_partition(batches: Iterable["pa.RecordBatch"], part: int, names: dict
     rows = {"part": [], "kind": [], "payload": []}
     events = keys = 0
     newest_here = None
-    with _partition_store(batches, names) as store:
+    part_events = _table(batches)
+    with _partition_store(part_events, names) as store:
         if store is not None:
             ((events, newest_here),) = store.con.execute(
                 "SELECT count(*), epoch_us(max(ts_utc)) FROM events").fetchall()
@@ -311,7 +344,9 @@ def detect_partition(batches: Iterable["pa.RecordBatch"], part: int, names: dict
             keys = len(found.workflows)
             read = {"unplaced": store.unplaced_kinds(),
                     "unplaced_first": store.con.execute(SQL["unplaced_first"], [QUARANTINE_FIRST]).fetchall(),
-                    "malformed": store.con.execute(SQL["malformed"]).fetchall()}
+                    "malformed": store.con.execute(SQL["malformed"]).fetchall(),
+                    "conflicts": _conflicting(part_events), "lease": _lease_events(part_events)}
+            del part_events
             for kind in PARTS + INPUT_PARTS:
                 rows["part"].append(part)
                 rows["kind"].append(kind)
@@ -339,7 +374,7 @@ def timeline_partition(batches: Iterable["pa.RecordBatch"], part: int, names: di
 
     from ..detect.batch.timeline import excerpts
 
-    with _partition_store(batches, names) as store:
+    with _partition_store(_table(batches), names) as store:
         if store is None:
             return
         timelines = excerpts(store, keys, findings, limit)
@@ -348,15 +383,19 @@ def timeline_partition(batches: Iterable["pa.RecordBatch"], part: int, names: di
                                                       pa.binary())}), _schema(STAGE3))
 
 
-def lease_health_of(batches: list["pa.RecordBatch"], names: dict[int, str], by: Any,
+def lease_health_of(tables: list["pa.Table"], names: dict[int, str], by: Any,
                     heartbeat_misses: int) -> "LeaseHealth":
     """SPEC section 7 on the driver: ``detect.lease.batch.lease_health`` over every event of the keys that
-    carry lease evidence (``batches``), in a scratch store as one machine would hold them. Lease
-    health aggregates across keys (medians per group), so it is measured where all of it meets."""
+    carry lease evidence (``tables``, the partitions' ``_lease_events``), in a scratch store as
+    one machine would hold them. Lease health aggregates across keys (medians per group), so it is
+    measured where all of it meets."""
+    import pyarrow as pa
+
     from ..detect.lease.batch import lease_health
     from ..store import Store
 
-    with _partition_store(batches, names) as store:
+    tables = [t for t in tables if t.num_rows]
+    with _partition_store(pa.concat_tables(tables) if tables else None, names) as store:
         if store is not None:
             return lease_health(store.con, by, heartbeat_misses)
     with Store(None) as empty:  # no lease evidence: the single-node answer for such a log
