@@ -15,7 +15,7 @@ from auditor.detect.batch.timeline import iter_events
 from auditor.core.model import Outcome
 
 from ..helpers import event
-from ..conftest import FIXTURES, ev, vocabulary_of, write_jsonl
+from ..conftest import FIXTURES, ev, examples, vocabulary_of, write_jsonl
 
 
 
@@ -140,7 +140,7 @@ def _key(f):
     return (f.grade.value, f.workflow_key, f.seq)
 
 
-@settings(max_examples=int(__import__("os").environ.get("LIVE_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(histories(), st.randoms(use_true_random=False))
 @pytest.mark.slow
 def test_live_agrees_with_batch(tmp_path_factory, hist, rnd):

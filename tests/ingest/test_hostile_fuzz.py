@@ -31,7 +31,9 @@ from hypothesis import strategies as st
 from auditor import NoEvents, audit
 from auditor.ingest import InputError
 
-EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", "50"))
+from ..conftest import examples
+
+EXAMPLES = int(os.environ.get("AUDITOR_FUZZ_EXAMPLES", examples(30)))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.large_base_example])
