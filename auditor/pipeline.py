@@ -178,15 +178,55 @@ def audit(paths: Iterable[str | os.PathLike] | str | os.PathLike, *, fmt: str = 
     from .detect.lease.batch import check_options
 
     check_options(by, heartbeat_misses)  # before the input is read
-    store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
+    if db is not None:
+        store = Store(db, keep_payloads=keep_payloads, vocabulary=vocabulary)
+        sources = None
+    else:  # the input's size first: a small one is audited in memory
+        from .ingest import discover
+
+        skipped: list = []
+        sources = discover(paths, limits or Limits.from_env(), skipped)
+        store = Store(None, keep_payloads=keep_payloads, vocabulary=vocabulary, small=small_input(sources))
+        store.skipped = skipped
     try:
-        ingest_paths(paths, store, fmt, progress, idempotent=db is not None, limits=limits)
+        if sources is None:
+            ingest_paths(paths, store, fmt, progress, idempotent=True, limits=limits)
+        else:
+            from .store.feed import read_sources
+
+            read_sources(store, sources, fmt, progress, idempotent=False)
         return analyze(store, fail_on, allow_quarantined=allow_quarantined, allow_unplaced=allow_unplaced,
                        scope=scope, by=by,
                        heartbeat_misses=heartbeat_misses)
     except BaseException:
         store.close()
         raise
+
+
+#: The most an input's bytes are taken to grow by once read, when they are compressed (gzip, zstd)
+#: or Parquet.
+PACKED_RATIO = 32
+
+
+def small_input(sources: list) -> bool:
+    """Whether ``sources`` (``ingest.discover``'s) are small enough to audit in memory:
+    ``store.SMALL_INPUT`` bytes once read, a compressed or Parquet file (told by its first bytes,
+    as the readers tell it) counted at ``PACKED_RATIO`` times its size."""
+    from .ingest.compression import compression_of
+    from .store import SMALL_INPUT
+
+    total = 0
+    for s in sources:
+        total += s.size
+        if total > SMALL_INPUT:
+            return False
+        try:
+            with open(s.path, "rb") as f:
+                packed = f.read(4) == b"PAR1" or compression_of(s.path) is not None
+        except OSError:  # the reader says what is wrong with it
+            return False
+        total += s.size * (PACKED_RATIO - 1) if packed else 0
+    return total <= SMALL_INPUT
 
 
 @at_the_edge

@@ -129,7 +129,7 @@ def _pieces(spark: "SparkSession", files: list[tuple[int, str, str]], fmt: str, 
         return whole
     ranges = [(sid, path, at, min(at + split_bytes, size)) for sid, (name, path, size) in split.items()
               for at in range(0, size, split_bytes)]
-    census = spark.sparkContext.parallelize(ranges, len(ranges)).map(tasks.newline_census).collect()
+    census = spark.sparkContext.parallelize(ranges, len(ranges)).map(newline_census).collect()
     for sid, (name, path, size) in split.items():
         mine = sorted((c[1:] for c in census if c[0] == sid))
         whole.extend((sid, name, path, None, *span) for span in _spans(mine, size))
@@ -138,7 +138,7 @@ def _pieces(spark: "SparkSession", files: list[tuple[int, str, str]], fmt: str, 
 
 def _spans(census: list[tuple[int, int, int, bool]], size: int) -> list[tuple[int, int, int]]:
     """The line-aligned pieces ``(start, end, first_line)`` of a file of ``size`` bytes from the
-    census of its byte ranges in order (``tasks.newline_census``: start, newlines, first newline,
+    census of its byte ranges in order (``newline_census``: start, newlines, first newline,
     ends with one): each range's piece begins at the first line that starts in it (a line longer
     than a range leaves that range without a piece), numbered by the newlines before it."""
     starts = {0: 1}
@@ -183,3 +183,28 @@ def _local(url: str) -> str:
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+def newline_census(piece: tuple[int, str, int, int]) -> tuple[int, int, int, int, bool]:
+    """Where the lines of one byte range ``(source_id, path, start, stop)`` of a file begin:
+    ``(source_id, start, newlines in it, offset of its first newline or -1, whether its last
+    byte is a newline)``, read in blocks (bounded memory) for ``inputs._spans``."""
+    sid, path, start, stop = piece
+    count, first, last = 0, -1, False
+    with open(path, "rb") as f:
+        at = f.seek(start)
+        while at < stop:
+            block = f.read(min(CENSUS_BLOCK, stop - at))
+            if not block:
+                break
+            n = block.count(b"\n")
+            if n and first < 0:
+                first = at + block.index(b"\n")
+            count += n
+            at += len(block)
+            last = block.endswith(b"\n")
+    return sid, start, count, first, last
+
+
+#: How much of a file ``newline_census`` holds at once.
+CENSUS_BLOCK = 8 << 20

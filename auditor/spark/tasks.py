@@ -142,12 +142,14 @@ def _conform(table: "pa.Table | pa.RecordBatch", schema: "pa.Schema") -> Iterato
     yield from pa.Table.from_arrays(cols, schema=schema).to_batches()
 
 
-def _scratch_store(source_id: int, keep_payloads: bool, vocabulary: "Vocabulary | None" = None) -> "Store":
+def _scratch_store(source_id: int, keep_payloads: bool, vocabulary: "Vocabulary | None" = None,
+                   small: bool = False) -> "Store":
     """A scratch store whose next ingest gets ``source_id``: the observation positions (``obs``)
-    the normalizer assigns then order files as the single-node audit, which ingests them in turn."""
+    the normalizer assigns then order files as the single-node audit, which ingests them in turn.
+    ``small``: in memory (``Store``'s)."""
     from ..store import Store
 
-    store = Store(None, keep_payloads=keep_payloads, vocabulary=vocabulary)
+    store = Store(None, keep_payloads=keep_payloads, vocabulary=vocabulary, small=small)
     if source_id > 1:
         store.con.execute("INSERT INTO sources (source_id, name, format, lines_read, events, duplicates, "
                           "quarantined) VALUES (?, '', 'none', 0, 0, 0, 0)", [source_id - 1])
@@ -169,14 +171,14 @@ def _partition_store(part_events: "pa.Table | None", names: dict[int, str]) -> I
     events."""
     import pyarrow as pa
 
-    from ..store import SQL, Store
+    from ..store import SMALL_INPUT, SQL, Store
 
     if part_events is None:
         yield None
         return
     part_sources = pa.table({"source_id": pa.array(list(names), pa.int32()),  # read by _SOURCES_IN
                              "name": pa.array(list(names.values()), pa.string())})
-    with Store(None) as store:
+    with Store(None, small=part_events.nbytes <= SMALL_INPUT) as store:
         store.con.execute(_SOURCES_IN)  # part_events and part_sources: replacement scans
         store.con.execute(_EVENTS_IN)
         del part_events, part_sources
@@ -236,7 +238,7 @@ def normalize_files(batches: Iterable["pa.RecordBatch"], fmt: str, keep_payloads
             t0 = time.perf_counter()
             sid, name = row["source_id"], row["name"]
             with tempfile.TemporaryDirectory(prefix="auditor-spark-") as tmp, \
-                    _scratch_store(sid, keep_payloads, vocabulary) as store:
+                    _scratch_store(sid, keep_payloads, vocabulary, _small_piece(row)) as store:
                 path = Path(row["path"])
                 if row.get("content") is not None:  # keep the name: the format is told by its suffix
                     path = Path(tmp, Path(name).name or "input")
@@ -259,6 +261,25 @@ def normalize_files(batches: Iterable["pa.RecordBatch"], fmt: str, keep_payloads
                 yield from _normalized(store, sid, name, counts, time.perf_counter() - t0)
 
 
+def _small_piece(row: dict) -> bool:
+    """Whether one file (or piece of a file) of stage 1 is small enough to normalize in memory:
+    the one-machine audit's rule (``pipeline.small_input``) for a file, a piece's span for a piece."""
+    from ..pipeline import PACKED_RATIO, small_input
+    from ..store import SMALL_INPUT
+
+    if row.get("start") is not None:
+        return row["end"] - row["start"] <= SMALL_INPUT
+    if row.get("content") is not None:
+        return len(row["content"]) * PACKED_RATIO <= SMALL_INPUT  # bytes from a Hadoop filesystem, maybe compressed
+    try:
+        from ..ingest import Source
+
+        path = Path(row["path"])
+        return small_input([Source(row["name"], path, path.stat().st_size)])
+    except OSError:
+        return False
+
+
 def _unreadable(name: str, e: OSError) -> str:
     """Why a file the driver found could not be read by the executor that was to read it."""
     import errno
@@ -269,31 +290,6 @@ def _unreadable(name: str, e: OSError) -> str:
         return (f"{name}: no such file {where} (the driver sees it, this worker does not); every worker "
                 "must see the input at the same path (a shared filesystem), or give it by URL (hdfs://, s3a://)")
     return f"{name}: cannot read it {where}: {e.strerror or e}"
-
-
-def newline_census(piece: tuple[int, str, int, int]) -> tuple[int, int, int, int, bool]:
-    """Where the lines of one byte range ``(source_id, path, start, stop)`` of a file begin:
-    ``(source_id, start, newlines in it, offset of its first newline or -1, whether its last
-    byte is a newline)``, read in blocks (bounded memory) for ``inputs._spans``."""
-    sid, path, start, stop = piece
-    count, first, last = 0, -1, False
-    with open(path, "rb") as f:
-        at = f.seek(start)
-        while at < stop:
-            block = f.read(min(CENSUS_BLOCK, stop - at))
-            if not block:
-                break
-            n = block.count(b"\n")
-            if n and first < 0:
-                first = at + block.index(b"\n")
-            count += n
-            at += len(block)
-            last = block.endswith(b"\n")
-    return sid, start, count, first, last
-
-
-#: How much of a file ``newline_census`` holds at once.
-CENSUS_BLOCK = 8 << 20
 
 
 def normalize_rows(batches: Iterable["pa.RecordBatch"], name: str, keep_payloads: bool,

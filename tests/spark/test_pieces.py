@@ -11,7 +11,8 @@ import pytest
 from auditor.ingest import Source
 from auditor.ingest.jsonl import jsonl_chunks
 from auditor.spark.inputs import _spans
-from auditor.spark.tasks import _unreadable, newline_census, normalize_files
+from auditor.spark.inputs import newline_census
+from auditor.spark.tasks import _unreadable, normalize_files
 
 from ..conftest import FIXTURES
 

@@ -66,7 +66,7 @@ class Detection:
             self._open = False
             self.store.con.execute(SQL["drop"])
             self.store.shrink()
-            if not self.store.read_only:
+            if not (self.store.read_only or self.store.small):
                 _remove(self.store.private_path("detect.duckdb"))
 
 
@@ -76,8 +76,8 @@ def detect(store: Store) -> Detection:
     con = store.con
     # A file of its own beside a writable store: at ten million events its pages took 190 MB less
     # peak than in memory (bench/RESULTS.md). A read-only store (``report``) keeps it in memory,
-    # so a report needs no file but its own.
-    scratch = ":memory:" if store.read_only else store.private_path("detect.duckdb")
+    # so a report needs no file but its own; nor does a small store, held in memory itself.
+    scratch = ":memory:" if store.read_only or store.small else store.private_path("detect.duckdb")
     try:
         for name in _BUILD:  # each statement replaces its table: safe to run again with more memory
             store.adapting(lambda name=name: con.execute(SQL[name], [scratch] if name == "scratch" else []))
