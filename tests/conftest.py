@@ -106,6 +106,26 @@ def pytest_configure(config):
         config.option.dist = "loadscope"
 
 
+#: The tests that audit on the suite's Spark session outside ``tests/spark/``.
+SPARK_ELSEWHERE = ("tests/detect/test_lease_engines.py::test_spark",)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``loadscope``, with every test that uses the Spark session in one scope: one worker starts
+    one JVM (its start costs 20-30 CPU-s here, and a second took that from the other tests)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/spark/") or nodeid in SPARK_ELSEWHERE:
+                return "spark"
+            return super()._split_scope(nodeid)
+
+    return SparkTogether(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """With ``AUDITOR_TEST_TIMELINE=FILE``, each test's worker, start and end (setup to teardown)

@@ -199,6 +199,8 @@ def test_console_example(block: Block, tmp_path: Path, request):
     if block.needs_spark:
         request.getfixturevalue("spark_ready")
     env = workdir(tmp_path)
+    if block.needs_spark:  # the JVM's C1 compiler only, as the suite's own session (conftest)
+        env["JDK_JAVA_OPTIONS"] = "-XX:TieredStopAtLevel=1"
     for step in steps(block):
         run = subprocess.run(["bash", "-c", step.command], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)

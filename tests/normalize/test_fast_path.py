@@ -22,7 +22,8 @@ LOGS = sorted(p for p in [*FIXTURES.iterdir(), *CORPUS.iterdir()]
 
 
 def _document(log, careful: bool) -> str:
-    store = Store(None, careful=careful, vocabulary=vocabulary_of(log))
+    # in memory (a small input, as audit() keeps it): the property is the normalizer's, not the store's
+    store = Store(None, careful=careful, vocabulary=vocabulary_of(log), small=True)
     try:
         ingest_paths([log], store, idempotent=False)
         result = analyze(store)

@@ -58,7 +58,7 @@ def _document(tmp_path, text: str, vocabulary: str, careful: bool) -> str:
     log.write_text(text)
     path = tmp_path / "v.toml"
     path.write_text(vocabulary)
-    store = Store(None, careful=careful, vocabulary=path)
+    store = Store(None, careful=careful, vocabulary=path, small=True)
     ingest_paths([log], store, idempotent=False)
     summary = store.input_summary(first=1000)
     store.close()

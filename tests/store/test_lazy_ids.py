@@ -24,7 +24,7 @@ LOGS = sorted(p for d in (FIXTURES, ROOT / "tests" / "corpus") for p in d.iterdi
 def _stored(paths: list[Path], derive_ids: bool, db: Path | None = None):
     """What a store holds after ingesting ``paths``: every event with its id, the accounting and
     the id conflicts; or the error the ingest raised."""
-    store = Store(db, vocabulary=vocabulary_of(paths[0]), derive_ids=derive_ids)
+    store = Store(db, vocabulary=vocabulary_of(paths[0]), derive_ids=derive_ids, small=True)  # in memory unless db
     try:
         ingest_paths(paths, store, idempotent=False)
     except AuditorError as e:
