@@ -53,7 +53,7 @@ def _view(result):
             [(d.kind, d.workflow_key, d.seq) for d in result.diagnostics])
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.randoms(use_true_random=False))
 @pytest.mark.slow
 def test_shuffling_lines_never_changes_findings(events, rnd):
@@ -70,7 +70,7 @@ JUNK = st.sampled_from([
 ])
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.lists(JUNK, max_size=8), st.integers(0, 3), st.randoms(use_true_random=False))
 @pytest.mark.slow
 def test_accounting_invariant(events, junk, dup_count, rnd):
@@ -124,7 +124,7 @@ def _clean(events):
     return [{k: v for k, v in e.items() if k != "reporter"} for e in events]
 
 
-@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 @pytest.mark.slow
 def test_messy_writing_loses_no_event(data):
@@ -140,7 +140,7 @@ def test_messy_writing_loses_no_event(data):
         [(f.grade.value, f.workflow_key, f.seq) for f in clean.findings]
 
 
-@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(17), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.lists(st.sampled_from([
     '{"seq": 1, "workflow_key": "k", "kind": "progress", "epoch": 1, "epoch": 2}',
     '{"seq": 1, "workflow_key": "k", "kind": "progress", "Epoch": 1, "epoch": 2}',

@@ -95,7 +95,7 @@ def alive(pid: int) -> bool:
 
 
 #: How many kill -9 trials (``AUDITOR_KILL_TRIALS``): each restarts the receiver on the same store.
-TRIALS = int(os.environ.get("AUDITOR_KILL_TRIALS", "8"))
+TRIALS = int(os.environ.get("AUDITOR_KILL_TRIALS", "5"))
 
 
 @pytest.mark.slow
@@ -104,7 +104,7 @@ def test_kill_9_at_random_points_loses_no_acknowledged_record(tmp_path):
     """``TRIALS`` trials: load from two senders, ``kill -9`` after a random time, restart on the
     same store (the spool is replayed before the port opens): every record acknowledged before the
     kill is in the store, exactly once. Every fourth trial runs a decoder process, which dies with
-    the receiver. 8 by default (the suite's time); ``AUDITOR_KILL_TRIALS=20`` for the long run."""
+    the receiver. 5 by default (the suite's time); ``AUDITOR_KILL_TRIALS=20`` for the long run."""
     rng = random.Random(36)
     db = tmp_path / "kill.duckdb"
     acked: set[str] = set()
