@@ -20,6 +20,41 @@ def vocabulary_of(log: Path) -> Path | None:
     return path if path.exists() else None
 
 
+class Audited:
+    """A log's single-node audit, done once per test process (``audited``): the result, closed
+    (its findings, incidents and accounting stay), and its JSON document and HTML report, written
+    while it was open."""
+
+    __slots__ = ("result", "json", "html")
+
+    def __init__(self, result, json_text: str, html: str) -> None:
+        self.result, self.json, self.html = result, json_text, html
+
+
+_AUDITED: dict[Path, "Audited | Exception"] = {}
+
+
+def audited(log: Path) -> Audited:
+    """``auditor.audit([log])`` with the vocabulary kept beside it, once per test process: the
+    fixture sweeps (Spark's reference, the HTML report's, the expected findings', the finding
+    builder's) read the same results, and each audit is most of such a test's time. Raises the
+    ``AuditorError`` the audit raised. Read only: a test that needs the store audits on its own."""
+    if log not in _AUDITED:
+        from auditor import AuditorError, audit
+        from auditor.render.html import render_html
+        from auditor.render.json import render_json
+
+        try:
+            with audit([log], vocabulary=vocabulary_of(log)) as result:
+                _AUDITED[log] = Audited(result, render_json(result), render_html(result))
+        except AuditorError as e:
+            _AUDITED[log] = e
+    got = _AUDITED[log]
+    if isinstance(got, Exception):
+        raise got
+    return got
+
+
 def ev(spec: str, key: str = "k", **extra) -> dict:
     """One event from a compact spec: ``"<seq> <kind> <epoch> [worker] [effect_key]"``.
 

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor import audit
-
-from ..conftest import FIXTURES, vocabulary_of
+from ..conftest import FIXTURES, audited
 
 CASES = sorted(FIXTURES.glob("*.expected.json"))
 
@@ -31,7 +29,7 @@ def _sorted(rows):
 def test_fixture_findings(expected):
     want = json.loads(expected.read_text())
     log = _log_of(expected)
-    result = audit([log], vocabulary=vocabulary_of(log))
+    result = audited(log).result
     found = _sorted((f.grade.value, f.workflow_key, f.seq) for f in result.findings)
     assert found == _sorted(want["findings"])
     if "diagnostics" in want:

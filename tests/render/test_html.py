@@ -18,7 +18,7 @@ from auditor.render import html as report_html
 from auditor.render.html import build_context, render_html
 from auditor.rules.grades import spec
 
-from ..conftest import FIXTURES, ROOT, run_cli, vocabulary_of
+from ..conftest import FIXTURES, ROOT, audited, run_cli
 from .render_kit import HOSTILE_KEY, SEED_KEY, dom, ids, open_page
 
 # The page.
@@ -87,8 +87,9 @@ FIXTURE_LOGS = sorted(p for p in FIXTURES.glob("*.jsonl"))
 
 @pytest.mark.parametrize("log", FIXTURE_LOGS, ids=[p.stem for p in FIXTURE_LOGS])
 def test_every_fixture_renders_every_finding(log):
-    result = audit(log, vocabulary=vocabulary_of(log))
-    root = dom(render_html(result))
+    done = audited(log)
+    result = done.result
+    root = dom(done.html)
     found = set(ids(root))
     assert {f.id for f in result.findings} <= found
     assert {i.id for i in result.incidents} <= found

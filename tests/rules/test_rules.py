@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from auditor import audit
-
 from ..conftest import ev
 from ..helpers import engine_findings
 
@@ -135,27 +133,27 @@ def test_the_finding_builder_makes_the_same_findings_as_the_dataclass():
     from auditor.core.model import (Finding, Grade, Incident, Kind, build_effect, build_event_ref,
                                     build_finding, build_incident, build_owner, builder)
 
-    from ..conftest import FIXTURES, vocabulary_of
+    from ..conftest import FIXTURES, audited
 
     seen = 0
     for path in sorted(FIXTURES.glob("*.jsonl")):
-        with audit([path], vocabulary=vocabulary_of(path)) as r:  # a log kept with a --map is read with it
-            for f in r.findings:
-                values = {name: getattr(f, name) for name in f.__slots__}
-                built = build_finding(**values)
-                assert built == f and hash(built) == hash(f) and repr(built) == repr(f)
-                assert build_finding(*values.values()) == f
-                seen += 1
-            for i in r.incidents:
-                values = {name: getattr(i, name) for name in i.__slots__}
-                assert build_incident(**values) == i and repr(build_incident(*values.values())) == repr(i)
-                assert build_owner(i.current.worker, i.current.epoch) == i.current
-                for e in i.effects:
-                    assert build_effect(e.effect_key, e.sink_outcome, e.verified, e.verified_seq,
-                                        e.verified_position) == e
-                if i.first_stale is not None:
-                    s = i.first_stale
-                    assert build_event_ref(s.seq, s.position, s.ts, s.kind, s.file, s.line) == s
+        r = audited(path).result  # a log kept with a --map is read with it
+        for f in r.findings:
+            values = {name: getattr(f, name) for name in f.__slots__}
+            built = build_finding(**values)
+            assert built == f and hash(built) == hash(f) and repr(built) == repr(f)
+            assert build_finding(*values.values()) == f
+            seen += 1
+        for i in r.incidents:
+            values = {name: getattr(i, name) for name in i.__slots__}
+            assert build_incident(**values) == i and repr(build_incident(*values.values())) == repr(i)
+            assert build_owner(i.current.worker, i.current.epoch) == i.current
+            for e in i.effects:
+                assert build_effect(e.effect_key, e.sink_outcome, e.verified, e.verified_seq,
+                                    e.verified_position) == e
+            if i.first_stale is not None:
+                s = i.first_stale
+                assert build_event_ref(s.seq, s.position, s.ts, s.kind, s.file, s.line) == s
     assert seen > 50
     short = build_finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3, 3)
     assert short == Finding("f-1", Grade.STALE_ACTIVITY, "k", 5, 5, Kind.PROGRESS, 1, "w", 2, "w2", 3, 3)
