@@ -35,5 +35,5 @@ def test_spark_keeps_the_allowances_apart(spark_session, options, verdict):
         _same(got, local)
 
 
-# The revision 3.1 fixtures themselves are in test_spark.py's every-fixture sweep (one Spark audit
+# The revision 3.1 fixtures themselves are in test_spark.py's every-fixture sweep (SWEPT; one Spark audit
 # per fixture, compared with the single-node document and HTML): not audited twice here.
