@@ -212,7 +212,7 @@ def small_input(sources: list) -> bool:
     """Whether ``sources`` (``ingest.discover``'s) are small enough to audit in memory:
     ``store.SMALL_INPUT`` bytes once read, a compressed or Parquet file (told by its first bytes,
     as the readers tell it) counted at ``PACKED_RATIO`` times its size."""
-    from .ingest.compression import compression_of
+    from .ingest.compression import compression_of_head
     from .store import SMALL_INPUT
 
     total = 0
@@ -221,8 +221,9 @@ def small_input(sources: list) -> bool:
         if total > SMALL_INPUT:
             return False
         try:
-            with open(s.path, "rb") as f:
-                packed = f.read(4) == b"PAR1" or compression_of(s.path) is not None
+            with open(s.path, "rb") as f:  # the first bytes, once: as the readers tell the format
+                head = f.read(4)
+            packed = head == b"PAR1" or compression_of_head(head) is not None
         except OSError:  # the reader says what is wrong with it
             return False
         total += s.size * (PACKED_RATIO - 1) if packed else 0

@@ -25,7 +25,11 @@ class DamagedStream(InputError):
 
 def compression_of(path: Path) -> str | None:
     with open(path, "rb") as f:
-        magic = f.read(4)
+        return compression_of_head(f.read(4))
+
+
+def compression_of_head(magic: bytes) -> str | None:
+    """The compression a file's first four bytes announce (gzip, zstd), or None."""
     if magic[:2] == b"\x1f\x8b":
         return "gzip"
     if magic == b"\x28\xb5\x2f\xfd":
