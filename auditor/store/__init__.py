@@ -285,6 +285,18 @@ class Store(Appending, Accounting):
             pass
         self.con.execute("SET memory_limit = ?", [self.memory_limit])
 
+    @contextmanager
+    def in_order(self) -> Iterator[None]:
+        """Within it, a table written from an ``ORDER BY`` keeps that order and a plain scan of it
+        returns its rows in it, streamed. The store otherwise lets DuckDB reorder what has no
+        ``ORDER BY`` (``preserve_insertion_order`` off, for speed). A setting of the whole
+        database: every connection to it scans in order meanwhile, which costs only speed."""
+        self.con.execute("SET preserve_insertion_order = true")
+        try:
+            yield
+        finally:
+            self.con.execute("SET preserve_insertion_order = false")
+
     def lower_memory(self, limit: str) -> None:
         """DuckDB's memory limit down to ``limit`` for a while (``shrink`` restores the usual one),
         never up: a usual limit already lower stays."""

@@ -36,6 +36,13 @@ def batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
             size: int) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
     """``Detection.batches``: every key in key order, in batches of ``size``, with the
     ``KeyFindings`` of the marked ones; authority diagnostics go to ``notes``."""
+    # Both tables lie in key order (detect.sql): scanned in order, they stream without a sort.
+    with store.in_order():
+        yield from _batches(store, newest_ts, notes, size)
+
+
+def _batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
+             size: int) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
     keys_cur, rows_cur = store.con.cursor(), store.con.cursor()
     try:
         for cur in (keys_cur, rows_cur):
