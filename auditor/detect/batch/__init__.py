@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 _BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
           "key_counts", "stale", "commits", "resolutions",
           "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
-          "evidence", "release_picked", "scratch", "finding_rows", "release_evidence", "acquirers", "keys")
+          "evidence", "release_picked", "scratch", "finding_rows", "release_evidence", "acquirers", "key_facts", "keys")
 
 #: The tables explain streams, written in the order it reads them (``Store.in_order``).
-IN_ORDER = frozenset({"finding_rows", "keys"})
+IN_ORDER = frozenset({"finding_rows", "acquirers", "key_facts", "keys"})
 
 #: Workflow keys read (and explained) at a time. A batch's Python objects are most of an audit's
 #: memory beside DuckDB's: at ten million events, batches of 65,536 keys and 50,000 finding rows

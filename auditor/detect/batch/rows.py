@@ -43,21 +43,24 @@ def batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
 
 def _batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
              size: int) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
-    keys_cur, rows_cur = store.con.cursor(), store.con.cursor()
+    cursors = [store.con.cursor() for _ in range(5)]
     try:
-        for cur in (keys_cur, rows_cur):
+        for cur in cursors:
             cur.execute(QUIET)
+        keys_cur, rows_cur, *fact_curs = cursors
         found = _finding_groups(rows_cur.sql(SQL["read_findings"]).to_arrow_reader(FINDING_BATCH))
         pending = next(found, None)
+        handovers, acquirers, verifications = (_Facts(cur, name) for cur, name in zip(
+            fact_curs, ("read_handovers", "read_acquirers", "read_verifications")))
         for batch in keys_cur.sql(SQL["read_keys"]).to_arrow_reader(size):
             rows = [i for i, m in enumerate(batch.column("marked").to_pylist()) if m]
-            marked = batch.filter(batch.column("marked")).select(["workflow_key", "observed", "events", "acquisitions", "handovers",
-                                              "found", "handover_list", "acquirers", "verifications", "authority"])
+            marked = batch.filter(batch.column("marked")).select(["workflow_key", "observed", "events", "acquisitions",
+                                                                  "handovers", "found", "authority"])
             authority = [k for k, a in zip(marked.column("workflow_key").to_pylist(),
                                           marked.column("authority").to_pylist()) if a is not None]
             events = _authority_events(store, authority)
             out = []
-            for row, (key, observed, *counts, has_findings, handovers, acquirers, verifications, opted) in zip(
+            for row, (key, observed, *counts, has_findings, opted) in zip(
                     rows, zip(*(c.to_pylist() for c in marked.columns))):
                 findings, stamps, capped = [], {}, set()
                 if pending is not None and pending[0] <= key:
@@ -65,23 +68,58 @@ def _batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
                         raise RuntimeError(f"finding rows of {pending[0]!r} and the keys read out of step")
                     _, findings, stamps, capped = pending
                     pending = next(found, None)
-                kf = KeyFindings(row, key, bool(observed), counts, findings, _handovers(key, handovers),
-                                 {(key, v["effect_key"]): (v["place"], v["position"]) for v in verifications or ()},
-                                 {(key, a["epoch"]): a["worker"] for a in acquirers or ()}, newest_ts, stamps,
-                                 {(key, h["s"]): _instant(h["ts"]) for h in handovers or ()}, capped)
+                handed = handovers.take(key)
+                kf = KeyFindings(row, key, bool(observed), counts, findings,
+                                 [Handover(key, s, epoch, worker) for _, s, epoch, worker, _ in handed],
+                                 {(key, ek): (place, position) for _, ek, place, position in verifications.take(key)},
+                                 {(key, epoch): worker for _, epoch, worker in acquirers.take(key)}, newest_ts, stamps,
+                                 {(key, s): _instant(ts) for _, s, _, _, ts in handed}, capped)
                 if opted is not None:
                     _authorized(kf, events.get(key, []), opted, notes)
                 out.append(kf)
             yield batch, out
         if pending is not None:
             raise RuntimeError(f"finding rows of {pending[0]!r} and the keys read out of step")
+        for facts in (handovers, acquirers, verifications):
+            facts.take(None)
     finally:
-        keys_cur.close()
-        rows_cur.close()
+        for cur in cursors:
+            cur.close()
 
 
-def _handovers(key: str, handovers: list[dict] | None) -> list[Handover]:
-    return [Handover(key, h["s"], h["epoch"], h["worker"]) for h in handovers or ()]
+class _Facts:
+    """The rows of one of detect.sql's fact tables (``key_facts``, ``acquirers``), grouped by their
+    first column, the workflow key, read in key order beside the keys (each key's, once)."""
+
+    __slots__ = ("_groups", "_pending", "_name")
+
+    def __init__(self, cur, name: str) -> None:
+        self._name = name
+        self._groups = self._grouped(cur.sql(SQL[name]).to_arrow_reader(FINDING_BATCH))
+        self._pending = next(self._groups, None)
+
+    @staticmethod
+    def _grouped(reader) -> Iterator[tuple[str, list[tuple]]]:
+        key, rows = None, []
+        for batch in reader:
+            for row in zip(*(column.to_pylist() for column in batch.columns)):
+                if row[0] != key:
+                    if rows:
+                        yield key, rows
+                    key, rows = row[0], []
+                rows.append(row)
+        if rows:
+            yield key, rows
+
+    def take(self, key: str | None) -> list[tuple]:
+        """The rows of ``key`` (none if it has none); ``None``: the end, where none may be left."""
+        pending = self._pending
+        if pending is None or (key is not None and pending[0] > key):
+            return []
+        if pending[0] != key:
+            raise RuntimeError(f"{self._name} rows of {pending[0]!r} and the keys read out of step")
+        self._pending = next(self._groups, None)
+        return pending[1]
 
 
 def _instant(us: int | None) -> datetime | None:
