@@ -31,8 +31,10 @@ IN_ORDER = frozenset({"finding_rows", "acquirers", "key_facts", "keys"})
 
 #: Workflow keys read (and explained) at a time. A batch's Python objects are most of an audit's
 #: memory beside DuckDB's: at ten million events, batches of 65,536 keys and 50,000 finding rows
-#: peaked at 1,191 MB, of 16,384 each at 908 MB, in the same time (bench/RESULTS.md).
-KEY_BATCH = 16_384
+#: peaked at 1,191 MB, of 16,384 each at 908 MB, in the same time; on a log of fewer keys with more
+#: findings each (10M events, 141,001 keys) ``report`` peaked at 1,054-1,068 MB with 16,384 keys
+#: and 891 MB with 8,192, the 2M log's at 451-453 and 456 MB (bench/RESULTS.md).
+KEY_BATCH = 8_192
 
 
 class Detection:
