@@ -13,9 +13,11 @@ Threading: a ``Store`` owns one DuckDB connection; use it from one thread at a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -36,6 +38,10 @@ from .appending import APPEND_ROWS, Appending, SourceCounts
 from .memory import size_bytes
 from .schema import SQL
 from .setup import VOCABULARY_BOXES, attrs_batch, forget_attrs, normalize_udf, refuse_foreign, register
+
+#: ``Store.in_order`` blocks open, by database (``Store._database``), in this process.
+_ORDERED: dict[str, int] = {}
+_ORDERED_LOCK = threading.Lock()
 
 __all__ = ["APPEND_ROWS", "SMALL_INPUT", "SQL", "SourceCounts", "Store", "id_conflict", "malformed_field",
            "size_bytes"]
@@ -92,7 +98,9 @@ class Store(Appending, Accounting):
         # and no query here depends on the order rows were inserted in.
         self.memory_limit = memory.limit()
         self.con.execute("SET memory_limit = ?", [self.memory_limit])
-        self.con.execute("SET preserve_insertion_order = false")
+        with _ORDERED_LOCK:  # not while another store on this database reads in order (in_order)
+            if not _ORDERED.get(self._database()):
+                self.con.execute("SET preserve_insertion_order = false")
         register(self.con, "auditor_attrs", attrs_batch, null_handling="special")
         if not register(self.con, "auditor_normalize", normalize_udf(self._vocabulary)):
             # A second Store on a file this process has open shares its database, functions
@@ -285,17 +293,33 @@ class Store(Appending, Accounting):
             pass
         self.con.execute("SET memory_limit = ?", [self.memory_limit])
 
+    def _database(self) -> str:
+        """What names this store's DuckDB database in this process: stores on one file share it."""
+        return f"file {self.path}" if self.path is not None else f"scratch {id(self)}"
+
     @contextmanager
     def in_order(self) -> Iterator[None]:
-        """Within it, a table written from an ``ORDER BY`` keeps that order and a plain scan of it
-        returns its rows in it, streamed. The store otherwise lets DuckDB reorder what has no
-        ``ORDER BY`` (``preserve_insertion_order`` off, for speed). A setting of the whole
-        database: every connection to it scans in order meanwhile, which costs only speed."""
-        self.con.execute("SET preserve_insertion_order = true")
+        """Within it, a plain scan of a table returns its rows in the table's order, streamed:
+        detect.sql writes the tables explain reads in key order, and the scans started within it
+        read them so. The store otherwise lets DuckDB reorder what has no ``ORDER BY``
+        (``preserve_insertion_order`` off, for speed). The setting is the whole database's, so
+        every store open on it scans in order meanwhile (which costs only speed), and none turns
+        it off before the last ``in_order`` on it ends: a store opened beside a report (``auditor
+        serve`` reopens its store while one runs) would otherwise reorder the report's keys."""
+        database = self._database()
+        with _ORDERED_LOCK:
+            self.con.execute("SET preserve_insertion_order = true")
+            _ORDERED[database] = _ORDERED.get(database, 0) + 1
         try:
             yield
         finally:
-            self.con.execute("SET preserve_insertion_order = false")
+            with _ORDERED_LOCK:
+                left = _ORDERED.pop(database) - 1
+                if left:
+                    _ORDERED[database] = left
+                else:
+                    with contextlib.suppress(duckdb.ConnectionException):  # closed meanwhile: nothing to restore
+                        self.con.execute("SET preserve_insertion_order = false")
 
     def lower_memory(self, limit: str) -> None:
         """DuckDB's memory limit down to ``limit`` for a while (``shrink`` restores the usual one),

@@ -45,3 +45,33 @@ def test_the_setting_is_back_after_an_audit_and_the_document_is_whole():
         assert _setting(result.store) is False
         assert [f.seq for f in result.findings] == sorted(f.seq for f in result.findings)
         assert len(result.findings) > 0 and len(result.workflows) > 0
+
+
+def test_a_store_opened_beside_an_ordered_read_leaves_it_in_order(tmp_path):
+    # auditor serve reopens its store while a report reads detection's tables: the setting is the
+    # database's, and the second store must not turn it off under the first one's scans.
+    db = tmp_path / "shared.duckdb"
+    with Store(db) as first:
+        with first.in_order():
+            with Store(db) as second:
+                assert _setting(first) is True and _setting(second) is True
+                with second.in_order():
+                    pass
+                assert _setting(first) is True  # the inner block ended; the outer one still reads
+        assert _setting(first) is False
+        with Store(db, read_only=True) as third:
+            assert _setting(third) is False
+
+
+def test_keys_read_out_of_order_stop_the_audit():
+    import pyarrow as pa
+    import pytest
+
+    from auditor.detect.batch.rows import _ascending
+
+    assert _ascending(pa.array(["a", "b", "c"]), None) == "c"
+    assert _ascending(pa.array([], pa.string()), "c") == "c"
+    assert _ascending(pa.array(["d"]), "c") == "d"
+    for keys, last in ((["a", "c", "b"], None), (["c"], "c"), (["b", "d"], "c")):
+        with pytest.raises(RuntimeError, match="out of key order"):
+            _ascending(pa.array(keys), last)

@@ -52,7 +52,9 @@ def _batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
         pending = next(found, None)
         handovers, acquirers, verifications = (_Facts(cur, name) for cur, name in zip(
             fact_curs, ("read_handovers", "read_acquirers", "read_verifications")))
+        last = None
         for batch in keys_cur.sql(SQL["read_keys"]).to_arrow_reader(size):
+            last = _ascending(batch.column("workflow_key"), last)
             rows = [i for i, m in enumerate(batch.column("marked").to_pylist()) if m]
             marked = batch.filter(batch.column("marked")).select(["workflow_key", "observed", "events", "acquisitions",
                                                                   "handovers", "found", "authority"])
@@ -85,6 +87,22 @@ def _batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
     finally:
         for cur in cursors:
             cur.close()
+
+
+def _ascending(keys: "pa.Array", last: str | None) -> str | None:
+    """The last of ``keys`` (or ``last``, if there are none) once they are checked to come after
+    ``last`` and each after the one before: the order every stream read beside the keys is
+    merged in. Should a scan come back out of order, the audit stops here instead of writing a
+    document in another order."""
+    import pyarrow.compute as pc
+
+    n = len(keys)
+    if not n:
+        return last
+    if (last is not None and not keys[0].as_py() > last) or (
+            n > 1 and not pc.all(pc.less(keys.slice(0, n - 1), keys.slice(1))).as_py()):
+        raise RuntimeError("detection's keys were read out of key order; the document would not be in it")
+    return keys[n - 1].as_py()
 
 
 class _Facts:
