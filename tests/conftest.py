@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -20,15 +21,14 @@ def vocabulary_of(log: Path) -> Path | None:
     return path if path.exists() else None
 
 
-class Audited:
+class Audited(NamedTuple):
     """A log's single-node audit, done once per test process (``audited``): the result, closed
     (its findings, incidents and accounting stay), and its JSON document and HTML report, written
     while it was open."""
 
-    __slots__ = ("result", "json", "html")
-
-    def __init__(self, result, json_text: str, html: str) -> None:
-        self.result, self.json, self.html = result, json_text, html
+    result: Any
+    json: str
+    html: str
 
 
 _AUDITED: dict[Path, "Audited | Exception"] = {}

@@ -295,13 +295,13 @@ class Store(Appending, Accounting):
 
     def _database(self) -> str:
         """What names this store's DuckDB database in this process: stores on one file share it."""
-        return f"file {self.path}" if self.path is not None else f"scratch {id(self)}"
+        return f"file {self.path.resolve()}" if self.path is not None else f"scratch {id(self)}"
 
     @contextmanager
     def in_order(self) -> Iterator[None]:
-        """Within it, a plain scan of a table returns its rows in the table's order, streamed:
-        detect.sql writes the tables explain reads in key order, and the scans started within it
-        read them so. The store otherwise lets DuckDB reorder what has no ``ORDER BY``
+        """Within it, a plain scan of a table returns its rows in the table's order, streamed: a
+        table written from an ``ORDER BY`` lies in that order (detect.sql writes the tables explain
+        reads in key order), and the scans started within it read them so. The store otherwise lets DuckDB reorder what has no ``ORDER BY``
         (``preserve_insertion_order`` off, for speed). The setting is the whole database's, so
         every store open on it scans in order meanwhile (which costs only speed), and none turns
         it off before the last ``in_order`` on it ends: a store opened beside a report (``auditor

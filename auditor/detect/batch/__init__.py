@@ -26,9 +26,6 @@ _BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_r
           "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
           "evidence", "release_picked", "scratch", "finding_rows", "release_evidence", "acquirers", "key_facts", "keys")
 
-#: The tables explain streams, written in the order it reads them (``Store.in_order``).
-IN_ORDER = frozenset({"finding_rows", "acquirers", "key_facts", "keys"})
-
 #: Workflow keys read (and explained) at a time. A batch's Python objects are most of an audit's
 #: memory beside DuckDB's: at ten million events, batches of 65,536 keys and 50,000 finding rows
 #: peaked at 1,191 MB, of 16,384 each at 908 MB, in the same time; on a log of fewer keys with more
@@ -84,8 +81,7 @@ def detect(store: Store) -> Detection:
     scratch = ":memory:" if store.read_only or store.small else store.private_path("detect.duckdb")
     try:
         for name in _BUILD:  # each statement replaces its table: safe to run again with more memory
-            with store.in_order() if name in IN_ORDER else contextlib.nullcontext():
-                store.adapting(lambda name=name: con.execute(SQL[name], [scratch] if name == "scratch" else []))
+            store.adapting(lambda name=name: con.execute(SQL[name], [scratch] if name == "scratch" else []))
         store.shrink()
         diagnostics = sorted(
             (Diagnostic(diagnostic_id(k, kind, s, epoch), DiagnosticKind(kind), k, seq, epoch, detail, position=pos)

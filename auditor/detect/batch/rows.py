@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ...core.model import Diagnostic, Finding, Grade, Kind, Outcome, build_finding
@@ -36,7 +38,7 @@ def batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
             size: int) -> "Iterator[tuple[pa.RecordBatch, list[KeyFindings]]]":
     """``Detection.batches``: every key in key order, in batches of ``size``, with the
     ``KeyFindings`` of the marked ones; authority diagnostics go to ``notes``."""
-    # Both tables lie in key order (detect.sql): scanned in order, they stream without a sort.
+    # Detection's tables lie in key order (detect.sql): scanned in order, they stream without a sort.
     with store.in_order():
         yield from _batches(store, newest_ts, notes, size)
 
@@ -83,7 +85,7 @@ def _batches(store: Store, newest_ts: datetime | None, notes: list[Diagnostic],
         if pending is not None:
             raise RuntimeError(f"finding rows of {pending[0]!r} and the keys read out of step")
         for facts in (handovers, acquirers, verifications):
-            facts.take(None)
+            facts.finish()
     finally:
         for cur in cursors:
             cur.close()
@@ -113,31 +115,25 @@ class _Facts:
 
     def __init__(self, cur, name: str) -> None:
         self._name = name
-        self._groups = self._grouped(cur.sql(SQL[name]).to_arrow_reader(FINDING_BATCH))
+        rows = (row for batch in cur.sql(SQL[name]).to_arrow_reader(FINDING_BATCH)
+                for row in zip(*(column.to_pylist() for column in batch.columns)))
+        self._groups = ((key, list(group)) for key, group in groupby(rows, key=itemgetter(0)))
         self._pending = next(self._groups, None)
 
-    @staticmethod
-    def _grouped(reader) -> Iterator[tuple[str, list[tuple]]]:
-        key, rows = None, []
-        for batch in reader:
-            for row in zip(*(column.to_pylist() for column in batch.columns)):
-                if row[0] != key:
-                    if rows:
-                        yield key, rows
-                    key, rows = row[0], []
-                rows.append(row)
-        if rows:
-            yield key, rows
-
-    def take(self, key: str | None) -> list[tuple]:
-        """The rows of ``key`` (none if it has none); ``None``: the end, where none may be left."""
+    def take(self, key: str) -> list[tuple]:
+        """The rows of ``key``: none if it has none."""
         pending = self._pending
-        if pending is None or (key is not None and pending[0] > key):
+        if pending is None or pending[0] > key:
             return []
         if pending[0] != key:
             raise RuntimeError(f"{self._name} rows of {pending[0]!r} and the keys read out of step")
         self._pending = next(self._groups, None)
         return pending[1]
+
+    def finish(self) -> None:
+        """Once every key is read: no rows may be left."""
+        if self._pending is not None:
+            raise RuntimeError(f"{self._name} rows of {self._pending[0]!r} and the keys read out of step")
 
 
 def _instant(us: int | None) -> datetime | None:
