@@ -119,13 +119,13 @@ def test_ties_on_seq_and_event_id_resolve_in_feed_order():
 
     con = duckdb.connect()
     con.execute("ATTACH ':memory:' AS auditor_detect")  # detect.sql's scratch database
-    con.execute("CREATE TEMP TABLE finding_keys AS SELECT 'k' AS k")
-    con.execute("CREATE TEMP TABLE acq (k VARCHAR, s BIGINT, epoch BIGINT, worker VARCHAR, ts_utc TIMESTAMPTZ, "
+    con.execute("CREATE TEMP TABLE finding_keys AS SELECT 7::UBIGINT AS k, 'wf' AS workflow_key")
+    con.execute("CREATE TEMP TABLE acq (k UBIGINT, s BIGINT, epoch BIGINT, worker VARCHAR, ts_utc TIMESTAMPTZ, "
                 "event_id VARCHAR, obs BIGINT, prev_max BIGINT)")
-    con.execute("INSERT INTO acq VALUES ('k', 3, 2, 'w-late-id', NULL, 'e2', 3, 1), "
-                "('k', 3, 2, 'w-same-id-later-line', NULL, 'e1', 5, 1), ('k', 3, 2, 'w-first', NULL, 'e1', 4, 1)")
+    con.execute("INSERT INTO acq VALUES (7, 3, 2, 'w-late-id', NULL, 'e2', 3, 1), "
+                "(7, 3, 2, 'w-same-id-later-line', NULL, 'e1', 5, 1), (7, 3, 2, 'w-first', NULL, 'e1', 4, 1)")
     con.execute(SQL["acquirers"])
-    assert con.execute(SQL["read_acquirers"]).fetchall() == [("k", 2, "w-first")]
+    assert con.execute(SQL["read_acquirers"]).fetchall() == [("wf", 2, "w-first")]
 
 
 def test_rows_sharing_seq_and_event_id_keep_file_order(tmp_path):

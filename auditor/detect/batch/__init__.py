@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 _BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
-          "key_counts", "stale", "commits", "resolutions",
+          "stale", "commits", "resolutions",
           "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
           "evidence", "release_picked", "scratch", "finding_rows", "release_evidence", "acquirers", "key_facts", "keys")
 
@@ -80,6 +80,7 @@ def detect(store: Store) -> Detection:
     # so a report needs no file but its own; nor does a small store, held in memory itself.
     scratch = ":memory:" if store.read_only or store.small else store.private_path("detect.duckdb")
     try:
+        _identify_keys(store)
         for name in _BUILD:  # each statement replaces its table: safe to run again with more memory
             store.adapting(lambda name=name: con.execute(SQL[name], [scratch] if name == "scratch" else []))
         store.shrink()
@@ -94,6 +95,24 @@ def detect(store: Store) -> Detection:
             _remove(scratch)
         raise
     return Detection(store, diagnostics, newest)
+
+
+def _identify_keys(store: Store) -> None:
+    """Detection's key ids (``detect.sql``'s ``key_of``, ``key_counts``): a 64-bit hash of each
+    workflow key, checked unique over the store's keys; should two keys share one, the strings
+    themselves, so that no two keys are ever taken for one."""
+    con = store.con
+    con.execute(SQL["hashed_keys"])
+    store.adapting(lambda: con.execute(SQL["key_ids"]))
+    if _ids_collide(con):
+        con.execute(SQL["string_keys"])
+        store.adapting(lambda: con.execute(SQL["key_ids"]))
+
+
+def _ids_collide(con) -> bool:
+    """Whether two workflow keys of ``key_counts`` share an id."""
+    ((collide,),) = con.execute(SQL["ids_collide"]).fetchall()
+    return bool(collide)
 
 
 def _remove(database: str) -> None:

@@ -15,10 +15,33 @@
 -- The scratch tables carry only the columns read after them: at ten million events they are
 -- gigabytes, and what does not fit in memory is written out and read back.
 
+-- Every join and group of detection is on a workflow key's 64-bit id, key_of(workflow_key) (k),
+-- not on its string: the hash tables and sorts hold 8 bytes a key instead of a string (and its
+-- pointer), and what detection hands explain has the strings joined back, in the strings' order.
+-- The id is DuckDB's hash of the string, checked unique over the store's keys (key_ids): should
+-- two keys share one, key_of is the string itself (string_keys), the same statements, exact.
+
+-- name: hashed_keys
+CREATE OR REPLACE TEMP MACRO key_of(w) AS hash(w);
+
+-- name: string_keys
+CREATE OR REPLACE TEMP MACRO key_of(w) AS w;
+
+-- name: key_ids
+-- Per workflow key: its id, events, acquisitions, whether any event lacks seq.
+CREATE OR REPLACE TEMP TABLE key_counts AS
+SELECT workflow_key, key_of(workflow_key) AS k, count(*) AS events,
+       count(*) FILTER (WHERE kind = 'lease_acquired') AS acquisitions,
+       bool_and(seq IS NULL) AS observed
+FROM events GROUP BY workflow_key;
+
+-- name: ids_collide
+SELECT count(DISTINCT k) < count(*) FROM key_counts;
+
 -- name: acquisitions
 CREATE OR REPLACE TEMP TABLE acq AS
-SELECT workflow_key AS k, ord AS s, epoch, worker, ts_utc, event_id, obs, seq, position AS pos,
-       max(epoch) OVER (PARTITION BY workflow_key ORDER BY ord, event_id, obs
+SELECT key_of(workflow_key) AS k, ord AS s, epoch, worker, ts_utc, event_id, obs, seq, position AS pos,
+       max(epoch) OVER (PARTITION BY key_of(workflow_key) ORDER BY ord, event_id, obs
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max
 FROM events WHERE kind = 'lease_acquired' AND ord IS NOT NULL;
 
@@ -33,12 +56,12 @@ FROM acq WHERE prev_max IS NULL OR epoch > prev_max;
 -- its first position, and whether it holds owner evidence (not only outcome_verified).
 -- Recorded outside an owner epoch (SPEC section 8): an epoch there is not its evidence.
 CREATE OR REPLACE TEMP TABLE key_epochs AS
-SELECT workflow_key AS k, epoch AS p, min(ord) AS s, bool_or(kind <> 'outcome_verified') AS evidence,
+SELECT key_of(workflow_key) AS k, epoch AS p, min(ord) AS s, bool_or(kind <> 'outcome_verified') AS evidence,
        arg_min(seq, (ord, event_id, obs)) AS seq, arg_min(position, (ord, event_id, obs)) AS pos
 FROM events
 WHERE kind NOT IN ('lease_acquired', 'authority_granted', 'authority_revoked', 'effect_compensated')
   AND ord IS NOT NULL
-GROUP BY workflow_key, epoch;
+GROUP BY key_of(workflow_key), epoch;
 
 -- name: displacement
 -- For each (k, p) with evidence, the acquisition that displaced epoch p: the earliest record
@@ -51,20 +74,21 @@ ASOF JOIN records r ON ep.k = r.k AND ep.p < r.epoch;
 -- name: stale
 -- Every stale event: a lower epoch's evidence at a seq above its displacement.
 CREATE OR REPLACE TEMP TABLE stale AS
-SELECT e.workflow_key AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_result, d.t_seq,
+SELECT key_of(e.workflow_key) AS k, e.ord AS s, e.kind, e.epoch, e.effect_key, e.sink_result, d.t_seq,
        e.event_id, e.obs, d.t_pos, e.position AS pos
-FROM events e JOIN displaced d ON e.workflow_key = d.k AND e.epoch = d.p
+FROM events e JOIN displaced d ON key_of(e.workflow_key) = d.k AND e.epoch = d.p
 WHERE e.kind IN ('progress', 'effect_attempted', 'effect_committed') AND e.ord > d.t_seq;
 
 -- name: commits
 -- The commits of the keys that committed under two or more epochs: only those can hold a double
 -- commit (about a sixth of the keys of a big log), so the windows below run over them alone.
 CREATE OR REPLACE TEMP TABLE commits AS
-SELECT workflow_key AS k, ord AS s, epoch, effect_key, step_id, event_id, obs
+SELECT key_of(workflow_key) AS k, ord AS s, epoch, effect_key, step_id, event_id, obs
 FROM events
 WHERE kind = 'effect_committed' AND ord IS NOT NULL
-  AND workflow_key IN (SELECT workflow_key FROM events WHERE kind = 'effect_committed' AND ord IS NOT NULL
-                       GROUP BY workflow_key HAVING min(epoch) < max(epoch) OR count(epoch) < count(*));
+  AND key_of(workflow_key) IN (SELECT key_of(workflow_key) FROM events WHERE kind = 'effect_committed'
+                               AND ord IS NOT NULL GROUP BY key_of(workflow_key)
+                               HAVING min(epoch) < max(epoch) OR count(epoch) < count(*));
 
 -- name: resolutions
 -- Each stale attempt's outcome is the next later rejection or commit of its (key, epoch, effect
@@ -77,15 +101,15 @@ WITH attempts AS (
     SELECT k, s, epoch, effect_key FROM stale
     WHERE kind = 'effect_attempted' AND sink_result IS DISTINCT FROM 'rejected'
 ), resolvers AS (
-    SELECT e.workflow_key AS k, e.epoch, e.effect_key, e.ord AS s,
+    SELECT key_of(e.workflow_key) AS k, e.epoch, e.effect_key, e.ord AS s,
            min({'event_id': e.event_id, 'obs': e.obs, 'committed': e.kind = 'effect_committed',
                 'pos': e.position}) AS first
     FROM events e
     SEMI JOIN (SELECT DISTINCT k, epoch, effect_key FROM attempts) t
-        ON e.workflow_key = t.k AND e.epoch = t.epoch AND e.effect_key = t.effect_key
+        ON key_of(e.workflow_key) = t.k AND e.epoch = t.epoch AND e.effect_key = t.effect_key
     WHERE (e.kind = 'effect_committed' OR (e.kind = 'effect_attempted' AND e.sink_result = 'rejected'))
       AND e.ord IS NOT NULL
-    GROUP BY e.workflow_key, e.epoch, e.effect_key, e.ord
+    GROUP BY key_of(e.workflow_key), e.epoch, e.effect_key, e.ord
 )
 SELECT a.k, a.s, a.epoch, a.effect_key, r.s AS r_seq, r.first.event_id AS r_eid, r.first.obs AS r_obs,
        r.first.pos AS r_pos,
@@ -226,7 +250,7 @@ ATTACH IF NOT EXISTS $1 AS auditor_detect (READ_WRITE);
 -- highest epoch acquired at a lower seq (the latest record before it). A double commit's
 -- transition is its lowest epoch's displacement, when that came before the commit.
 CREATE OR REPLACE TABLE auditor_detect.finding_rows AS
-SELECT f.grade, f.k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
+SELECT f.grade, fk.workflow_key AS k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
        c.worker AS current_worker,
        coalesce(f.t_seq, CASE WHEN d.t_seq < f.s THEN d.t_seq END) AS transition_seq,
        f.effect_key, f.step_id, f.sink, f.reporter, f.ts, f.outcome, f.receipt_seq,
@@ -239,6 +263,7 @@ SELECT f.grade, f.k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
        f.receipt_pos, f.em_seq, f.em_eid, f.em_obs, f.obs
 FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
+JOIN finding_keys fk ON fk.k = f.k
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
 ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
                 FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
@@ -247,7 +272,7 @@ LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1]
 -- alike are one finding, the first reported): a table keeps the order of the ORDER BY that wrote
 -- it, and read_findings streams it as it lies (under Store.in_order). Sorted on read, every finding row was held in DuckDB's memory until the last
 -- key was explained (309 MB of 1,361 at ten million events on 141,001 keys).
-ORDER BY f.k, f.s, f.em_seq NULLS LAST, f.em_eid, f.em_obs, f.obs;
+ORDER BY fk.workflow_key, f.s, f.em_seq NULLS LAST, f.em_eid, f.em_obs, f.obs;
 
 -- name: read_findings
 -- The table's own order (finding_rows), read under Store.in_order.
@@ -282,13 +307,14 @@ UNION ALL
 -- group of more than one at a (workflow_key, seq) (store.sql's fill_ids; a Spark partition and a
 -- store written before hold every id). So the groups are counted over those rows alone, not over
 -- a hash table of every event (0.69 s against 0.002 s at two million events, bench/RESULTS.md).
-SELECT 'ordering_conflict', workflow_key, seq, NULL,
+SELECT 'ordering_conflict', key_of(workflow_key), seq, NULL,
        count(*) || ' different events share seq ' || seq, seq, min(position)
 FROM events WHERE seq IS NOT NULL AND ord IS NOT NULL AND event_id IS NOT NULL
-GROUP BY workflow_key, seq HAVING count(*) > 1;
+GROUP BY key_of(workflow_key), seq HAVING count(*) > 1;
 
 -- name: diagnostics
-SELECT kind, k, s, epoch, detail, seq, pos FROM diagnostic_rows;
+SELECT d.kind, w.workflow_key, d.s, d.epoch, d.detail, d.seq, d.pos
+FROM diagnostic_rows d JOIN key_counts w ON w.k = d.k;
 
 -- name: release
 -- What only the findings needed goes before the wide joins against events below.
@@ -296,27 +322,17 @@ DROP TABLE stale; DROP TABLE commits; DROP TABLE resolutions; DROP TABLE first_c
 DROP TABLE step_commits;
 
 -- name: finding_keys
--- The workflow keys with findings: the facts below are fetched for these alone (an audit of ten
--- million events has a million keys, most of them clean).
-CREATE OR REPLACE TEMP TABLE finding_keys AS SELECT DISTINCT k FROM raw_findings;
-
--- name: key_counts
--- Per workflow key: events, acquisitions, whether any event lacks seq, handovers (records that
--- raised the epoch).
-CREATE OR REPLACE TEMP TABLE key_counts AS
-SELECT w.*, coalesce(h.n, 0) AS handovers
-FROM (SELECT workflow_key, count(*) AS events,
-             count(*) FILTER (WHERE kind = 'lease_acquired') AS acquisitions,
-             bool_and(seq IS NULL) AS observed
-      FROM events GROUP BY workflow_key) w
-LEFT JOIN (SELECT k, count(*) AS n FROM records WHERE handover GROUP BY k) h ON h.k = w.workflow_key;
+-- The workflow keys with findings, their ids and strings: the facts below are fetched for these
+-- alone (an audit of ten million events has a million keys, most of them clean).
+CREATE OR REPLACE TEMP TABLE finding_keys AS
+SELECT w.k, w.workflow_key FROM key_counts w SEMI JOIN raw_findings f ON f.k = w.k;
 
 -- name: acquirers
 -- Who acquired each epoch, for the displaced and current owners of an incident.
 CREATE OR REPLACE TABLE auditor_detect.acquirer_rows AS
-SELECT k, epoch, arg_min(worker, (s, event_id, obs)) AS worker FROM acq
-WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, epoch
-ORDER BY k, epoch;
+SELECT fk.workflow_key AS k, a.epoch, arg_min(a.worker, (a.s, a.event_id, a.obs)) AS worker
+FROM acq a JOIN finding_keys fk ON fk.k = a.k GROUP BY fk.workflow_key, a.epoch
+ORDER BY fk.workflow_key, a.epoch;
 
 -- name: key_facts
 -- What the incidents of a key with findings say besides the findings, one row per fact, in key
@@ -326,13 +342,13 @@ ORDER BY k, epoch;
 -- them aggregated per key were held whole in one statement's memory with the keys' joins: at
 -- 40 million events on 564,001 keys the statement ran out of its memory, and took 85 s.
 CREATE OR REPLACE TABLE auditor_detect.handover_rows AS
-SELECT k, s, epoch, worker, epoch_us(ts_utc) AS ts
-FROM records WHERE handover AND k IN (SELECT k FROM finding_keys)
-ORDER BY k, s, epoch;
+SELECT fk.workflow_key AS k, r.s, r.epoch, r.worker, epoch_us(r.ts_utc) AS ts
+FROM records r JOIN finding_keys fk ON fk.k = r.k WHERE r.handover
+ORDER BY fk.workflow_key, r.s, r.epoch;
 CREATE OR REPLACE TABLE auditor_detect.verification_rows AS
 SELECT workflow_key AS k, effect_key, max(ord) AS place, arg_max(position, (ord, obs)) AS position
 FROM events WHERE kind = 'outcome_verified' AND ord IS NOT NULL
- AND workflow_key IN (SELECT k FROM finding_keys)
+ AND workflow_key IN (SELECT workflow_key FROM finding_keys)
 GROUP BY workflow_key, effect_key
 ORDER BY k, effect_key;
 
@@ -342,19 +358,21 @@ ORDER BY k, effect_key;
 -- opt-in), false for one with compensation records only. Its facts are in key_facts' tables.
 CREATE OR REPLACE TABLE auditor_detect.keys AS
 WITH authority AS (
-    SELECT workflow_key, bool_or(opted) AS authority FROM (
-        SELECT DISTINCT workflow_key, true AS opted FROM events
+    SELECT k, bool_or(opted) AS authority FROM (
+        SELECT DISTINCT key_of(workflow_key) AS k, true AS opted FROM events
         WHERE (kind IN ('authority_granted', 'authority_revoked', 'resumed', 'revalidated') OR authority_id IS NOT NULL)
           AND ord IS NOT NULL
         UNION ALL
-        SELECT DISTINCT workflow_key, false FROM events WHERE kind = 'effect_compensated' AND ord IS NOT NULL)
-    GROUP BY workflow_key
+        SELECT DISTINCT key_of(workflow_key), false FROM events WHERE kind = 'effect_compensated' AND ord IS NOT NULL)
+    GROUP BY k
 )
-SELECT w.workflow_key, w.events, w.acquisitions, w.observed, w.handovers,
+-- handovers: the records that raised the epoch
+SELECT w.workflow_key, w.events, w.acquisitions, w.observed, coalesce(h.n, 0) AS handovers,
        fk.k IS NOT NULL OR a.authority IS NOT NULL AS marked, fk.k IS NOT NULL AS found, a.authority
 FROM key_counts w
-LEFT JOIN finding_keys fk ON fk.k = w.workflow_key
-LEFT JOIN authority a ON a.workflow_key = w.workflow_key
+LEFT JOIN (SELECT k, count(*) AS n FROM records WHERE handover GROUP BY k) h ON h.k = w.k
+LEFT JOIN finding_keys fk ON fk.k = w.k
+LEFT JOIN authority a ON a.k = w.k
 -- In key order, as finding_rows, for the same reason: read_keys streams it as it lies.
 ORDER BY w.workflow_key;
 

@@ -1,0 +1,81 @@
+"""Detection joins and groups on a 64-bit id of each workflow key, not its string (issue 48): the
+id is DuckDB's hash of the key, checked unique over the store's keys, and should two keys share
+one, detection compares the strings instead (``detect.sql``'s ``key_of``). A real collision of
+the hash cannot be made here, so a deliberately weak id (the hash modulo 2: every key of a log of
+three shares it with another) stands in for one: the check must see it, and the documents must
+be those of the usual ids. Without the check the same weak id merges keys, and the documents
+differ: what the check guards is real.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import auditor.detect.batch as batch
+from auditor import audit, ingest_paths
+from auditor.render.json import render_json
+from auditor.store import Store
+
+from ..conftest import FIXTURES, audited, vocabulary_of
+from ..explain.test_fixtures import CASES, _log_of
+
+WEAK = "CREATE OR REPLACE TEMP MACRO key_of(w) AS hash(w) % 2"
+SEED = FIXTURES / "seed_split_brain.jsonl"
+
+
+def _document(log) -> str:
+    with audit([log], vocabulary=vocabulary_of(log)) as result:
+        return render_json(result)
+
+
+def test_two_keys_sharing_an_id_are_seen():
+    con = duckdb.connect()
+    con.execute("CREATE TEMP TABLE key_counts (workflow_key VARCHAR, k UBIGINT)")
+    con.execute("INSERT INTO key_counts VALUES ('a', 1), ('b', 2), ('c', 3)")
+    assert batch._ids_collide(con) is False
+    con.execute("INSERT INTO key_counts VALUES ('d', 2)")
+    assert batch._ids_collide(con) is True
+
+
+def test_detection_takes_the_hash_and_falls_back_to_the_strings(monkeypatch):
+    """The id's type, read from the store while detection holds its tables: the hash's UBIGINT,
+    or under a weak id that collides, the string itself."""
+    def key_type() -> str:
+        with Store(None) as store:
+            ingest_paths([SEED], store, "auto", None)
+            detection = batch.detect(store)
+            try:
+                ((kind,),) = store.con.execute("SELECT DISTINCT typeof(k) FROM key_counts").fetchall()
+                ((keys, ids),) = store.con.execute(
+                    "SELECT count(*), count(DISTINCT k) FROM key_counts").fetchall()
+                assert keys == ids == 3
+                return kind
+            finally:
+                detection.close()
+
+    assert key_type() == "UBIGINT"
+    monkeypatch.setitem(batch.SQL, "hashed_keys", WEAK)
+    assert key_type() == "VARCHAR"
+
+
+@pytest.mark.parametrize("expected", CASES, ids=[c.name.split(".")[0] for c in CASES])
+def test_a_collision_gives_the_same_document(expected, monkeypatch):
+    log = _log_of(expected)
+    usual = audited(log).json
+    monkeypatch.setitem(batch.SQL, "hashed_keys", WEAK)
+    assert _document(log) == usual
+
+
+def test_without_the_check_a_collision_merges_keys(monkeypatch):
+    """The negative control: the weak id taken as unique merges two of the seed's three keys,
+    and the audit cannot write the seed's document (the merged key's facts join both strings,
+    and explain stops on the keys read twice), so the test above compares two different paths."""
+    monkeypatch.setitem(batch.SQL, "hashed_keys", WEAK)
+    monkeypatch.setattr(batch, "_ids_collide", lambda con: False)
+    try:
+        document = _document(SEED)
+    except RuntimeError as e:
+        assert "out of key order" in str(e)
+    else:
+        assert document != audited(SEED).json
