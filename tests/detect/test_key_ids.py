@@ -17,7 +17,7 @@ from auditor import audit, ingest_paths
 from auditor.render.json import render_json
 from auditor.store import Store
 
-from ..conftest import FIXTURES, audited, vocabulary_of
+from ..conftest import FIXTURES, audited, ev, vocabulary_of
 from ..explain.test_fixtures import CASES, _log_of
 
 WEAK = "CREATE OR REPLACE TEMP MACRO key_of(w) AS hash(w) % 2"
@@ -79,3 +79,16 @@ def test_without_the_check_a_collision_merges_keys(monkeypatch):
         assert "out of key order" in str(e)
     else:
         assert document != audited(SEED).json
+
+
+def test_an_unacquired_epochs_position_is_its_first_events(audit_events):
+    """``unacquired_epoch``'s position is looked up only for the epochs never acquired (issue
+    48: key_epochs no longer carries every epoch's first position): the first event at the
+    epoch's first place, two there (an ordering conflict) in event_id order, whatever the file's."""
+    events = [ev("1 acq 1 alpha"), ev("2 prog 1 alpha"),
+              ev("5 prog 7 beta", event_id="z-first-in-file"), ev("5 prog 7 beta", event_id="a-second"),
+              ev("6 prog 7 beta"), ev("9 prog 9 gamma", key="other"), ev("3 prog 9 gamma", key="other")]
+    with audit_events(events) as result:
+        got = sorted((d.kind.value, d.workflow_key, d.seq, d.epoch, d.position) for d in result.diagnostics)
+    assert got == [("ordering_conflict", "k", 5, None, 3), ("unacquired_epoch", "k", 5, 7, 4),
+                   ("unacquired_epoch", "other", 3, 9, 7)]
