@@ -268,9 +268,15 @@ SELECT f.grade, fk.workflow_key AS k, f.s, f.kind, f.epoch, f.worker, c.epoch AS
 FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
 JOIN finding_keys fk ON fk.k = f.k
+-- The owner depends on the place alone: found for each (key, place) with a finding, narrow rows
+-- (an ASOF join sorts both its sides: with every evidence column it spilled, 3.6 s of the
+-- statement's 3.5 under the memory a 40M audit has, on the stored 10M log).
 -- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
-ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
-                FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c ON f.k = c.k AND f.s > c.s
+LEFT JOIN (SELECT p.k, p.s, c.epoch, c.worker
+           FROM (SELECT DISTINCT k, s FROM evidence) p
+           ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
+                           FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c
+               ON p.k = c.k AND p.s > c.s) c ON c.k = f.k AND c.s = f.s
 LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1]
 -- Written in the order explain reads them (each key's order; two attempts of one seq that grade
 -- alike are one finding, the first reported): a table keeps the order of the ORDER BY that wrote
