@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 _BUILD = ("acquisitions", "records", "key_epochs", "displacement", "diagnostic_rows", "release_key_epochs",
           "stale", "commits", "resolutions",
           "first_commits", "step_commits", "findings", "finding_keys", "picked", "release",
-          "evidence", "release_picked", "scratch", "finding_rows", "release_evidence", "acquirers", "key_facts", "keys")
+          "evidence", "release_picked", "scratch", "owners", "finding_rows", "release_evidence", "acquirers", "key_facts", "keys")
 
 #: Workflow keys read (and explained) at a time. A batch's Python objects are most of an audit's
 #: memory beside DuckDB's: at ten million events, batches of 65,536 keys and 50,000 finding rows

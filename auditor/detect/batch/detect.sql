@@ -248,10 +248,23 @@ FROM picked f JOIN events e ON e.obs = f.obs;
 -- (``detect``); READ_WRITE whatever the store is.
 ATTACH IF NOT EXISTS $1 AS auditor_detect (READ_WRITE);
 
+-- name: owners
+-- The owner at each (key, place) with a finding: the highest epoch acquired at a lower seq (the
+-- latest record before it). It depends on the place alone, so it is found on narrow rows, in a
+-- statement of its own: an ASOF join sorts both its sides, and with every evidence column on its
+-- left (in finding_rows) it spilled: 3.6 s of 3.5 under the memory a 40M audit has, on the stored
+-- 10M log; joined in finding_rows, the statement ran out of memory at 40M.
+-- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
+CREATE OR REPLACE TEMP TABLE owners AS
+SELECT p.k, p.s, c.epoch, c.worker
+FROM (SELECT DISTINCT k, s FROM evidence) p
+ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
+                FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c
+    ON p.k = c.k AND p.s > c.s;
+
 -- name: finding_rows
 -- The findings with the evidence of the event they sit on (and where it is written: file, line;
--- its given seq, null in a key ordered by observation) and the owner at that point: the
--- highest epoch acquired at a lower seq (the latest record before it). A double commit's
+-- its given seq, null in a key ordered by observation) and the owner at that point (owners). A double commit's
 -- transition is its lowest epoch's displacement, when that came before the commit.
 CREATE OR REPLACE TABLE auditor_detect.finding_rows AS
 SELECT f.grade, fk.workflow_key AS k, f.s, f.kind, f.epoch, f.worker, c.epoch AS current_epoch,
@@ -268,15 +281,7 @@ SELECT f.grade, fk.workflow_key AS k, f.s, f.kind, f.epoch, f.worker, c.epoch AS
 FROM evidence f
 JOIN sources src ON src.source_id = f.source_id
 JOIN finding_keys fk ON fk.k = f.k
--- The owner depends on the place alone: found for each (key, place) with a finding, narrow rows
--- (an ASOF join sorts both its sides: with every evidence column it spilled, 3.6 s of the
--- statement's 3.5 under the memory a 40M audit has, on the stored 10M log).
--- Two records can share a seq (an ordering conflict): the owner after it is the higher epoch.
-LEFT JOIN (SELECT p.k, p.s, c.epoch, c.worker
-           FROM (SELECT DISTINCT k, s FROM evidence) p
-           ASOF LEFT JOIN (SELECT k, s, max(epoch) AS epoch, arg_max(worker, epoch) AS worker
-                           FROM records WHERE k IN (SELECT k FROM finding_keys) GROUP BY k, s) c
-               ON p.k = c.k AND p.s > c.s) c ON c.k = f.k AND c.s = f.s
+LEFT JOIN owners c ON c.k = f.k AND c.s = f.s
 LEFT JOIN displaced d ON d.k = f.k AND d.p = f.epochs[1]
 -- Written in the order explain reads them (each key's order; two attempts of one seq that grade
 -- alike are one finding, the first reported): a table keeps the order of the ORDER BY that wrote
@@ -293,7 +298,7 @@ DROP TABLE key_epochs;
 
 -- name: release_evidence
 -- The finding rows are in their own table now.
-DROP TABLE evidence;
+DROP TABLE evidence; DROP TABLE owners;
 
 -- name: release_picked
 -- The findings' events have their evidence now.
@@ -413,7 +418,7 @@ DROP TABLE IF EXISTS key_epochs; DROP TABLE IF EXISTS diagnostic_rows; DROP TABL
 DROP TABLE IF EXISTS stale; DROP TABLE IF EXISTS commits; DROP TABLE IF EXISTS resolutions;
 DROP TABLE IF EXISTS first_commits; DROP TABLE IF EXISTS step_commits;
 DROP TABLE IF EXISTS raw_findings; DROP TABLE IF EXISTS finding_keys; DROP TABLE IF EXISTS picked;
-DROP TABLE IF EXISTS evidence; DETACH DATABASE IF EXISTS auditor_detect;
+DROP TABLE IF EXISTS evidence; DROP TABLE IF EXISTS owners; DETACH DATABASE IF EXISTS auditor_detect;
 
 -- name: event_rows
 -- Every event with where it came from, in each key's order: the live detector's feed when it is
