@@ -70,7 +70,7 @@ print(json.dumps({"rows": row[0], "query_s": time.perf_counter() - t}))
 DETECT_ONLY = """
 import duckdb, json, sys, time
 sys.path.insert(0, sys.argv[4])
-from auditor.detect.batch import _BUILD, SQL, _ids_collide
+from auditor.detect.batch import _BUILD, SQL, _identify_keys
 t = time.perf_counter()
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
@@ -90,9 +90,7 @@ for c in table():  # the store's other columns (the field registry's), empty: th
         con.execute(f"ALTER TABLE events ADD COLUMN {c.name} {c.sql.split()[0]}")
 con.execute("CREATE TABLE sources AS SELECT 1 AS source_id, $path AS name", {"path": sys.argv[1]})
 scratch = sys.argv[3] + ".scratch.duckdb"
-con.execute(SQL["hashed_keys"])  # the keys' 64-bit ids, as the audit's detection takes them
-con.execute(SQL["key_ids"])
-assert not _ids_collide(con), "two workflow keys share an id: the audit would detect on the strings"
+_identify_keys(con, lambda statement: statement())  # the keys' ids, as the audit's detection takes them
 for name in _BUILD:  # "scratch" attaches a file for the spooled finding rows, as the audit does
     con.execute(SQL[name], [scratch] if name == "scratch" else [])
 con.execute("COPY (SELECT * FROM auditor_detect.finding_rows) TO '" + sys.argv[3].replace("'", "''") + "' (FORMAT json)")

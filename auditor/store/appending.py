@@ -159,9 +159,7 @@ class Appending:
         """The derived ids of the sources from ``first`` on that detection compares (store.sql's
         ``fill_ids``; a ``derive_ids`` store wrote them all as it staged)."""
         if not self.derive_ids:
-            ((earlier,),) = self.con.execute("SELECT EXISTS (SELECT 1 FROM events WHERE source_id < ?)",
-                                             [first]).fetchall()
-            self.con.execute(SQL["fill_ids" if earlier else "fill_ids_alone"], [first])
+            self.con.execute(SQL["fill_ids"], [first])
 
     def _stage(self, held: list["pa.Table"], typed_chunk: "pa.Table", source_id: int,
                position_base: int | None = None) -> int:

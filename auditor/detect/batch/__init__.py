@@ -17,7 +17,9 @@ from ...store import Store
 from .base import LEAN_MEMORY, SQL, Handover, KeyFindings, lean  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+
+    import duckdb
 
     import pyarrow as pa
 
@@ -80,7 +82,7 @@ def detect(store: Store) -> Detection:
     # so a report needs no file but its own; nor does a small store, held in memory itself.
     scratch = ":memory:" if store.read_only or store.small else store.private_path("detect.duckdb")
     try:
-        _identify_keys(store)
+        _identify_keys(con, store.adapting)
         for name in _BUILD:  # each statement replaces its table: safe to run again with more memory
             store.adapting(lambda name=name: con.execute(SQL[name], [scratch] if name == "scratch" else []))
         store.shrink()
@@ -97,16 +99,16 @@ def detect(store: Store) -> Detection:
     return Detection(store, diagnostics, newest)
 
 
-def _identify_keys(store: Store) -> None:
-    """Detection's key ids (``detect.sql``'s ``key_of``, ``key_counts``): a 64-bit hash of each
-    workflow key, checked unique over the store's keys; should two keys share one, the strings
-    themselves, so that no two keys are ever taken for one."""
-    con = store.con
+def _identify_keys(con: "duckdb.DuckDBPyConnection", run: "Callable[[Callable[[], object]], object]") -> None:
+    """Detection's key ids (``detect.sql``'s ``key_of``, ``key_counts``) on ``con``: a 64-bit hash
+    of each workflow key, checked unique over the store's keys; should two keys share one, the
+    strings themselves, so that no two keys are ever taken for one. ``run`` runs the statement
+    that builds ``key_counts`` (``Store.adapting``: again with more memory, should it run out)."""
     con.execute(SQL["hashed_keys"])
-    store.adapting(lambda: con.execute(SQL["key_ids"]))
+    run(lambda: con.execute(SQL["key_ids"]))
     if _ids_collide(con):
         con.execute(SQL["string_keys"])
-        store.adapting(lambda: con.execute(SQL["key_ids"]))
+        run(lambda: con.execute(SQL["key_ids"]))
 
 
 def _ids_collide(con) -> bool:
