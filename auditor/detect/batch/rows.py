@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ...core.model import Diagnostic, Finding, Grade, Kind, Outcome, build_finding
 from ...core.sql import QUIET
-from ...rules import attempt_grade, displaced_epoch, finding_id, finding_order, incident_id
+from ...rules import attempt_grade, finding_order
 from ...store import Store
 from .base import SQL, Handover, KeyFindings
 
@@ -189,7 +189,7 @@ def _findings(batch: "pa.RecordBatch") -> Iterator[tuple[Finding, int | None, bo
     rows = zip(*(column.to_pylist() for column in batch.columns))
     for (grade, k, s, kind, epoch, worker, cur_epoch, cur_worker, t_seq, effect_key, step_id,
          sink, reporter, ts, outcome, receipt, epochs, unstable, ts_utc, capped, sink_result, seq,
-         file, line, position, t_pos, receipt_pos) in rows:
+         file, line, position, t_pos, receipt_pos, fid, iid) in rows:
         if grade == "attempt":
             g, resolved = attempt_grade(outcome, sink_result)
             if g is not _REJECTED:
@@ -200,11 +200,12 @@ def _findings(batch: "pa.RecordBatch") -> Iterator[tuple[Finding, int | None, bo
         if seq is None:  # a key ordered by observation: no seq is ever invented (SPEC rev 3)
             t_seq = receipt = None
         # Findings carry their incident id from the start, as the live detector fills it in:
-        # explain then keeps the finding instead of copying it.
+        # explain then keeps the finding instead of copying it. Both ids come with the row
+        # (read_findings: finding_id(k, g, s) and incident_id(k, displaced_epoch(g, epoch, epochs))).
         yield build_finding(
-            id=finding_id(k, g, s), grade=g, workflow_key=k, seq=seq, position=position, kind=_KINDS[kind],
+            id=fid, grade=g, workflow_key=k, seq=seq, position=position, kind=_KINDS[kind],
             epoch=epoch, worker=worker, current_epoch=cur_epoch, current_worker=cur_worker, transition_seq=t_seq,
             transition_position=t_pos, effect_key=effect_key, step_id=step_id, sink=sink, reporter=reporter,
             ts=ts, outcome=resolved, receipt_seq=receipt, receipt_position=receipt_pos, epochs=epochs,
-            unstable_effect_key=bool(unstable), incident_id=incident_id(k, displaced_epoch(g, epoch, epochs)),
+            unstable_effect_key=bool(unstable), incident_id=iid,
             file=file, line=line), ts_utc, capped
