@@ -11,7 +11,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
-from ..detect.batch import KeyFindings
+from ..detect.batch import KeyFindings, instant
 from ..detect.batch.timeline import takeovers
 from ..core.model import (GRADE_RANK, Confidence, Finding, Grade, Incident, Kind, Outcome, Owner,
                           build_effect, build_event_ref, build_finding, build_incident, build_owner)
@@ -175,8 +175,8 @@ def _incident(det: KeyFindings, acquired_at: dict[tuple[str, int], int], iid: st
     last_ref = first_ref if last_f is first else build_event_ref(last_f.seq, last_f.position, last_f.ts,
                                                                  last_f.kind, last_f.file, last_f.line)
     window_seconds = None
-    t_ts = det.transition_ts.get((key, transition_place)) if transition_place is not None else None
-    last_ts = det.finding_ts.get(last_f.id)
+    t_ts = instant(det.transition_ts.get((key, transition_place))) if transition_place is not None else None
+    last_ts = instant(det.finding_ts.get(last_f.id))
     if t_ts is not None and last_ts is not None:
         window_seconds = (last_ts - t_ts).total_seconds()
     freshness = None

@@ -12,7 +12,9 @@ them in (``incidents.severity``, ``incidents.urgency``).
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable
+from operator import attrgetter
 from typing import NamedTuple
 
 from ..core.model import GRADE_RANK, Diagnostic, Finding, Grade, Incident
@@ -24,6 +26,7 @@ from .workflows import WorkflowTable
 
 #: How many of the first incidents in each report order are kept beside the spool (Markdown's table shows 100).
 KEPT = 100
+_GRADE = attrgetter("grade")
 
 
 class Findings(Spool):
@@ -38,8 +41,8 @@ class Findings(Spool):
     def add(self, findings: list[Finding]) -> None:
         self.extend_items(findings)
         grades = self._grades
-        for f in findings:
-            grades[f.grade] = grades.get(f.grade, 0) + 1
+        for grade, n in Counter(map(_GRADE, findings)).items():  # counted in C: 3 % of explain in Python
+            grades[grade] = grades.get(grade, 0) + n
 
     def append(self, finding: Finding) -> None:
         """Add one finding, as a list would (counted with the others)."""

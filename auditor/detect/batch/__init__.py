@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ...core.model import Diagnostic, DiagnosticKind
 from ...rules import diagnostic_id, diagnostic_order
 from ...store import Store
-from .base import LEAN_MEMORY, SQL, Handover, KeyFindings, lean  # noqa: F401 - re-exported
+from .base import LEAN_MEMORY, SQL, Handover, KeyFindings, instant, lean  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
