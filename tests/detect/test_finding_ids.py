@@ -4,6 +4,9 @@ defines, which the live detector and the span processor compute in Python. Check
 fixture and on keys DuckDB and Python could spell differently (non-ASCII, the separator itself),
 with each grade whose id the SQL resolves: an attempt's (rejected or stale), a double commit's
 (its lowest epoch's incident) and a compensated one (authorize's, from the double commit's).
+In an audit's result the incident ids are explain's (it groups the findings again and copies a
+finding whose id differs), so a wrong incident id from the SQL is seen only where detection hands
+the findings over (``test_detection_hands_the_ids_over``); the finding ids are seen in both.
 """
 
 from __future__ import annotations
@@ -20,15 +23,14 @@ from ..conftest import audited, ev
 from ..explain.test_fixtures import CASES, _log_of
 
 
-def _check(findings) -> int:
-    """Assert every finding's ids are those of ``rules.ids``; the number of findings checked."""
+def _check(findings) -> None:
+    """Assert every finding's ids are those of ``rules.ids``."""
     for f in findings:
         assert f.id == finding_id(f.workflow_key, f.grade, f.place), f
         if f.anchor is None:  # unauthorized findings group by their mandate (authority_incident_id)
             assert f.incident_id == incident_id(f.workflow_key, displaced_epoch(f.grade, f.epoch, f.epochs)), f
         else:
             assert f.incident_id == authority_incident_id(f.workflow_key, f.anchor), f
-    return len(findings)
 
 
 @pytest.mark.parametrize("expected", CASES, ids=lambda p: p.name.removesuffix(".expected.json"))
@@ -59,7 +61,7 @@ def test_ids_of_each_grade_and_any_key(tmp_path, key):
         grades = {f.grade for f in findings}
         assert {Grade.REJECTED_ATTEMPT, Grade.STALE_ATTEMPT, Grade.STALE_COMMIT, Grade.DOUBLE_COMMIT,
                 Grade.STALE_ACTIVITY} <= grades, grades
-        assert _check(findings) == len(findings) >= 5
+        _check(findings)
         double = next(f for f in findings if f.grade is Grade.DOUBLE_COMMIT)
         assert double.epoch == 2 and double.incident_id == incident_id(key, 1)  # refund's first committer
         assert {i.id for i in result.incidents} == {f.incident_id for f in findings}
@@ -92,4 +94,4 @@ def test_detection_hands_the_ids_over(tmp_path, key):
         finally:
             detection.close()
     assert {f.grade for f in findings} >= {Grade.DOUBLE_COMMIT, Grade.REJECTED_ATTEMPT, Grade.STALE_ATTEMPT}
-    assert _check(findings) == len(findings) >= 5
+    _check(findings)

@@ -294,12 +294,12 @@ ORDER BY fk.workflow_key, f.s, f.em_seq NULLS LAST, f.em_eid, f.em_obs, f.obs;
 -- incident's (rules/ids.py: finding_id, incident_id; one sha256 each, on DuckDB's threads, not
 -- Python's one: 5 % of explain at ten million events). An attempt's grade is its resolution's
 -- (rules.attempt_grade: rejected, or else a stale attempt); a double commit joins the incident of
--- the lowest epoch that committed (rules.displaced_epoch; compensation comes after, in authorize,
--- and keeps the double commit's incident).
+-- the lowest epoch that committed (rules.displaced_epoch, over rules.TWICE: no row here is
+-- compensated yet, authorize compensates after and keeps the double commit's incident).
 SELECT * EXCLUDE (em_seq, em_eid, em_obs, obs, g),
        'f-' || left(sha256(k || chr(31) || g || chr(31) || s::VARCHAR), 16) AS finding_id,
        'i-' || left(sha256(k || chr(31) || coalesce(
-           (CASE WHEN g = 'double_commit' AND len(epochs) > 0 THEN list_min(epochs)
+           (CASE WHEN g IN ('double_commit', 'compensated') AND len(epochs) > 0 THEN list_min(epochs)
                  ELSE epoch END)::VARCHAR, '')), 16) AS incident_id
 FROM (SELECT *, CASE WHEN grade <> 'attempt' THEN grade WHEN outcome = 'rejected' THEN 'rejected_attempt'
                      ELSE 'stale_attempt' END AS g

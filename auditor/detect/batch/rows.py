@@ -160,7 +160,11 @@ def _grouped(reader) -> Iterator[tuple[str, list[tuple]]]:
         if not n:
             continue
         keys = batch.column(0)
-        cut = pc.indices_nonzero(pc.not_equal(keys.slice(1), keys.slice(0, n - 1))).to_pylist()
+        after, before = keys.slice(1), keys.slice(0, n - 1)
+        # a null key (none is: every fact row's key comes from finding_keys) is its own run, as in groupby
+        differs = pc.or_(pc.fill_null(pc.not_equal(after, before), False),
+                         pc.xor(pc.is_null(after), pc.is_null(before)))
+        cut = pc.indices_nonzero(differs).to_pylist()
         got = list(zip(*(column.to_pylist() for column in batch.columns)))
         start = 0
         for end in (*(i + 1 for i in cut), n):
