@@ -148,7 +148,9 @@ WITH decoded AS (
            CASE WHEN fast THEN j.ts ELSE n.ts END AS ts_given,
            CASE WHEN NOT fast THEN to_timestamp(n.ts_epoch) END AS ts_number,
            CASE WHEN fast THEN j.event_id ELSE n.event_id END AS event_id,
-           CASE WHEN NOT fast THEN n.attrs
+           -- an attrs value decoded by an earlier statement of this ingest is read back (known.raw:
+           -- store/setup.py's known_attrs), not handed to Python again
+           CASE WHEN NOT fast THEN n.attrs WHEN known.raw IS NOT NULL THEN known.attrs
                 WHEN j.attrs IS NOT NULL THEN auditor_attrs('{"attrs":' || j.attrs || '}', $keep_payloads) END AS attrs,
            CASE WHEN fast THEN j.lease_until ELSE n.lease_until END AS lease_until_given,
            CASE WHEN fast THEN j.heartbeat ELSE n.heartbeat END AS heartbeat,
@@ -158,7 +160,7 @@ WITH decoded AS (
            CASE WHEN fast THEN j.scope ELSE n.scope END AS scope,
            CASE WHEN fast THEN j.decision ELSE n.decision END AS decision,
            CASE WHEN NOT fast THEN n.dropped END AS dropped_given{{added_picked}}
-    FROM norm
+    FROM norm LEFT JOIN attrs_known known ON known.raw = j.attrs::VARCHAR
     -- Records Store.append_records took as typed columns (typed_chunk: line, pos and the fast
     -- path's values, what it would read from their JSON text; no optional field given): the
     -- same rows the fast path would pick, from here on through the same ts, hash and id.

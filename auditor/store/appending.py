@@ -18,6 +18,7 @@ from ..normalize.staging import SQL as STAGING_SQL
 from ..normalize.vocabulary import REASONS
 from .ignored import count_ignored
 from .prefilter import stage_params
+from .setup import known_attrs
 from .schema import SQL
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ class Appending:
             [b for t in held for b in (t if t.schema == schema else t.cast(schema)).to_batches(
                 max_chunksize=STAGE_BATCH_ROWS)], schema)
         held.clear()
+        attrs_known = known_attrs(self.keep_payloads)  # noqa: F841 - read by name in stage
         ((staged,),) = self.con.execute(STAGING_SQL["stage"], dict(
             _STAGE_PARAMS, **stage_params(self.vocabulary), source_id=source_id, keep_payloads=self.keep_payloads,
             careful=self.careful, position_base=position_base, derive_ids=self.derive_ids)).fetchall()

@@ -41,14 +41,45 @@ _ATTRS_SEEN = functools.lru_cache(maxsize=8192)(attrs_udf)
 _ATTRS_SEEN_BYTES = 512
 
 
+#: The values the attrs function decoded in this ingest, as the stage reads them back (``known_attrs``):
+#: (the function's argument, keep_payloads) -> its result, for at most this many.
+_ATTRS_KNOWN: dict[tuple[str, bool], str | None] = {}
+_ATTRS_KNOWN_MAX = 8192
+#: What the stage wraps an attrs value in before it calls the function (normalize.sql's ``picked``).
+_ATTRS_OPEN, _ATTRS_CLOSE = '{"attrs":', "}"
+
+
 def forget_attrs() -> None:
     """Empty the attrs function's memory: it holds attrs as written, payloads before they are
     hashed, so it is kept for one ingest (``Store.transaction``) and no longer."""
     _ATTRS_SEEN.cache_clear()
+    _ATTRS_KNOWN.clear()
 
 
 def _attrs(line: str, keep_payloads: bool) -> str | None:
-    return _ATTRS_SEEN(line, keep_payloads) if len(line) <= _ATTRS_SEEN_BYTES else attrs_udf(line, keep_payloads)
+    if len(line) > _ATTRS_SEEN_BYTES:
+        return attrs_udf(line, keep_payloads)
+    out = _ATTRS_SEEN(line, keep_payloads)
+    if len(_ATTRS_KNOWN) < _ATTRS_KNOWN_MAX:
+        _ATTRS_KNOWN[line, keep_payloads] = out
+    return out
+
+
+def known_attrs(keep_payloads: bool) -> "pa.Table":
+    """The attrs values decoded so far in this ingest, as the stage statement joins them
+    (``attrs_known``: ``raw``, an attrs value's JSON text as the stage reads it, and ``attrs``,
+    what the function made of it): a value seen in an earlier statement is not handed to Python
+    again. A log repeats a few attrs, and each call of the function, a vector of a few hundred
+    rows, cost 1.5 ms with the GIL held: 0.73 s of Python per million lines (bench/RESULTS.md).
+    Held in this process's memory only, as the function's own cache is, and forgotten with it."""
+    import pyarrow as pa
+
+    raws, outs = [], []
+    for (line, keep), out in list(_ATTRS_KNOWN.items()):
+        if keep == keep_payloads and line.startswith(_ATTRS_OPEN) and line.endswith(_ATTRS_CLOSE):
+            raws.append(line[len(_ATTRS_OPEN):-len(_ATTRS_CLOSE)])
+            outs.append(out)
+    return pa.table({"raw": pa.array(raws, pa.string()), "attrs": pa.array(outs, pa.string())})
 
 
 def attrs_batch(lines: "pa.Array", keep_payloads: "pa.Array") -> "pa.Array":
