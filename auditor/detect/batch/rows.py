@@ -161,9 +161,10 @@ def _grouped(reader) -> Iterator[tuple[str, list[tuple]]]:
             continue
         keys = batch.column(0)
         after, before = keys.slice(1), keys.slice(0, n - 1)
-        # a null key (none is: every fact row's key comes from finding_keys) is its own run, as in groupby
-        differs = pc.or_(pc.fill_null(pc.not_equal(after, before), False),
-                         pc.xor(pc.is_null(after), pc.is_null(before)))
+        # a null key (none is: every fact row's key comes from finding_keys) is its own run, as in
+        # groupby: a comparison with null is null, which indices_nonzero skips, unless one side only
+        # is null (Kleene's or). No Python scalar here: pa.scalar imports pandas (core.arrow).
+        differs = pc.or_kleene(pc.not_equal(after, before), pc.xor(pc.is_null(after), pc.is_null(before)))
         cut = pc.indices_nonzero(differs).to_pylist()
         got = list(zip(*(column.to_pylist() for column in batch.columns)))
         start = 0
