@@ -99,7 +99,9 @@ def _attrs_text(attrs: dict[str, Any], keep_payloads: bool) -> str | None | bool
     if r == 2 and not keep_payloads:
         attrs = redact(json.loads(json.dumps(attrs)), keep_payloads)  # redact rewrites in place: a copy
     text = json.dumps(attrs, sort_keys=True, ensure_ascii=False) if attrs else None
-    if flat and text is not None:
+    # Not when a payload was hashed: the key holds the payload as given, and this memory lasts as
+    # long as the process (serve's decoders: no ingest ends there to forget it, see forget_attrs).
+    if flat and text is not None and (r == 1 or keep_payloads):
         if len(_ATTRS_CACHE) > 4096:
             _ATTRS_CACHE.clear()
         _ATTRS_CACHE[key] = text

@@ -200,3 +200,22 @@ def test_serves_events_from_columns_keep_each_records_place():
     assert [e is not None for e in events] == [True, False, True, False, False, True]
     assert [e for e in events if e is not None] == [record_event(records[i]) for i in (0, 2, 5)]
     assert [e.attrs for e in events if e is not None] == [{"otel.capped": True}, {"otel.capped": True}, None]
+
+
+def test_the_typed_attrs_memory_never_holds_a_hashed_payload():
+    """Flat attrs are remembered by their values (``typed._ATTRS_CACHE``) for as long as the
+    process runs (serve's decoder processes end no ingest that would forget them): a payload that
+    is stored hashed must not be held there as given; one kept as given (keep_payloads) may be."""
+    from auditor.store import typed
+
+    typed._ATTRS_CACHE.clear()
+    hashed = typed._attrs_text({"prompt": "secret plan", "tool": "search"}, False)
+    assert "secret plan" not in hashed and "sha256:" in hashed
+    plain = typed._attrs_text({"tool": "search", "span": "call"}, False)
+    kept = typed._attrs_text({"prompt": "kept plan"}, True)
+    assert "kept plan" in kept
+    held = repr(list(typed._ATTRS_CACHE))
+    assert "secret plan" not in held
+    assert "'tool', 'search'), ('span', 'call')" in held and "kept plan" in held  # the cache still works
+    assert typed._attrs_text({"tool": "search", "span": "call"}, False) is plain  # read back, not remade
+    typed._ATTRS_CACHE.clear()
