@@ -64,11 +64,10 @@ WITH decoded AS (
              OR (regexp_full_match(j.seq, '0[xX][0-9a-fA-F]+') AND try_cast(j.seq AS BIGINT) IS NOT NULL))
         AND (j.kind = 'outcome_verified' OR try_cast(j.epoch AS BIGINT)::VARCHAR = j.epoch AND NOT starts_with(j.epoch, '-')
              OR (regexp_full_match(j.epoch, '0[xX][0-9a-fA-F]+') AND try_cast(j.epoch AS BIGINT) IS NOT NULL))
-        AND ((json_type(j.workflow_key) = 'VARCHAR' AND NOT contains($blank, left(j.workflow_key ->> '$', 1)))
-             OR json_type(j.workflow_key) IN ('BIGINT', 'UBIGINT'))
+        AND ((wk_type = 'VARCHAR' AND NOT contains($blank, left(wk, 1))) OR wk_type IN ('BIGINT', 'UBIGINT'))
         AND (j.effect_key IS NOT NULL OR NOT list_contains($effect_kinds, j.kind))
-        AND (j.effect_key IS NULL OR (json_type(j.effect_key) = 'VARCHAR' AND NOT contains($blank, left(j.effect_key ->> '$', 1)))
-             OR json_type(j.effect_key) IN ('BIGINT', 'UBIGINT'))
+        AND (j.effect_key IS NULL OR (ek_type = 'VARCHAR' AND NOT contains($blank, left(ek, 1)))
+             OR ek_type IN ('BIGINT', 'UBIGINT'))
         AND (j.worker IS NULL OR (NOT contains($blank, left(j.worker, 1)) AND NOT starts_with(j.worker, '{') AND NOT starts_with(j.worker, '[')))
         AND (j.sink IS NULL OR (NOT contains($blank, left(j.sink, 1)) AND NOT starts_with(j.sink, '{') AND NOT starts_with(j.sink, '[')))
         AND (j.step_id IS NULL OR (NOT contains($blank, left(j.step_id, 1)) AND NOT starts_with(j.step_id, '{') AND NOT starts_with(j.step_id, '[')))
@@ -84,7 +83,10 @@ WITH decoded AS (
              OR json_type(j.authority_id) IN ('BIGINT', 'UBIGINT'))
         AND (j.reason IS NULL OR (NOT contains($blank, left(j.reason, 1)) AND NOT starts_with(j.reason, '{') AND NOT starts_with(j.reason, '[')))
         AND (j.scope IS NULL OR (NOT contains($blank, left(j.scope, 1)) AND NOT starts_with(j.scope, '{') AND NOT starts_with(j.scope, '['))), false) AS fast
-    FROM (SELECT *, CASE WHEN j IS NOT NULL THEN json_keys(s) END AS keys FROM parsed)
+    -- the key fields' JSON type and text, read once for the check and for picked
+    FROM (SELECT *, CASE WHEN j IS NOT NULL THEN json_keys(s) END AS keys,
+                 json_type(j.workflow_key) AS wk_type, j.workflow_key ->> '$' AS wk,
+                 json_type(j.effect_key) AS ek_type, j.effect_key ->> '$' AS ek FROM parsed)
 ), relevant AS (
     -- SPEC rev 3, [ignore]: the members that could give the kind (any spelling whose letters and
     -- digits, lower case, are those of a kind name, path or container: a superset of what the
@@ -124,7 +126,7 @@ WITH decoded AS (
                          THEN lower(regexp_replace(trim(v), '([a-z0-9])([A-Z])', '\1_\2', 'g')) END AS nk
           FROM valued)
 ), norm AS (
-    SELECT line, pos, fast, j, skip,
+    SELECT line, pos, fast, j, wk, ek, skip,
            CASE WHEN given_bad IS NOT NULL THEN given_bad WHEN s IS NULL THEN $not_utf8
                 WHEN NOT fast AND NOT json_valid(s) THEN $not_json END AS bad,
            -- json(s): DuckDB's reading of the line (trailing commas, NaN), duplicates kept.
@@ -136,11 +138,11 @@ WITH decoded AS (
            CASE WHEN fast OR skip IS NOT NULL THEN NULL ELSE coalesce(bad, n.rejected) END AS rejected,
            CASE WHEN skip IS NOT NULL THEN skip WHEN NOT fast THEN n.ignored END AS ignored,
            CASE WHEN fast THEN try_cast(j.seq AS BIGINT) ELSE n.seq END AS seq,
-           CASE WHEN fast THEN j.workflow_key ->> '$' ELSE n.workflow_key END AS workflow_key,
+           CASE WHEN fast THEN wk ELSE n.workflow_key END AS workflow_key,
            CASE WHEN fast THEN j.kind ELSE n.kind END AS kind,
            CASE WHEN NOT fast THEN n.epoch WHEN j.kind <> 'outcome_verified' THEN try_cast(j.epoch AS BIGINT) END AS epoch,
            CASE WHEN fast THEN coalesce(j.worker, 'unknown') ELSE n.worker END AS worker,
-           CASE WHEN fast THEN j.effect_key ->> '$' ELSE n.effect_key END AS effect_key,
+           CASE WHEN fast THEN ek ELSE n.effect_key END AS effect_key,
            CASE WHEN fast THEN j.sink ELSE n.sink END AS sink,
            CASE WHEN NOT fast THEN n.sink_result WHEN j.kind = 'effect_attempted' THEN j.sink_result END AS sink_result,
            CASE WHEN fast THEN j.reporter ELSE n.reporter END AS reporter,
