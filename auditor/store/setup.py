@@ -5,7 +5,6 @@ a DuckDB file and never an input. Split from ``store/__init__.py``, which holds 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from pathlib import Path
@@ -33,35 +32,35 @@ def attrs_udf(line: str, keep_payloads: bool) -> str | None:
     return json.dumps(attrs, sort_keys=True, ensure_ascii=False, default=str)
 
 
-#: attrs_udf of values seen before. A log repeats a few attrs (the 2M-event benchmark log has 11
-#: distinct ones), and DuckDB hands the function the rows of a CASE branch: vectors of a few
-#: hundred rows each, a thousand calls per million lines, each decoding the same few values anew.
-_ATTRS_SEEN = functools.lru_cache(maxsize=8192)(attrs_udf)
-#: Longer values are decoded each time: they are rarely repeated, and the cache holds them whole.
+#: attrs_udf of values seen before in this ingest: (its argument, keep_payloads) -> its result. A
+#: log repeats a few attrs (the 2M-event benchmark log has 11 distinct ones), and DuckDB hands the
+#: function the rows of a CASE branch: vectors of a few hundred rows each, a thousand calls per
+#: million lines, each decoding the same few values anew. The stage reads them back too
+#: (``known_attrs``). At most ``_ATTRS_SEEN_MAX`` values, emptied when full.
+_ATTRS_SEEN: dict[tuple[str, bool], str | None] = {}
+_ATTRS_SEEN_MAX = 8192
+#: Longer values are decoded each time: they are rarely repeated, and the memory holds them whole.
 _ATTRS_SEEN_BYTES = 512
-
-
-#: The values the attrs function decoded in this ingest, as the stage reads them back (``known_attrs``):
-#: (the function's argument, keep_payloads) -> its result, for at most this many.
-_ATTRS_KNOWN: dict[tuple[str, bool], str | None] = {}
-_ATTRS_KNOWN_MAX = 8192
 #: What the stage wraps an attrs value in before it calls the function (normalize.sql's ``picked``).
 _ATTRS_OPEN, _ATTRS_CLOSE = '{"attrs":', "}"
+_UNSEEN = object()
 
 
 def forget_attrs() -> None:
     """Empty the attrs function's memory: it holds attrs as written, payloads before they are
     hashed, so it is kept for one ingest (``Store.transaction``) and no longer."""
-    _ATTRS_SEEN.cache_clear()
-    _ATTRS_KNOWN.clear()
+    _ATTRS_SEEN.clear()
 
 
 def _attrs(line: str, keep_payloads: bool) -> str | None:
     if len(line) > _ATTRS_SEEN_BYTES:
         return attrs_udf(line, keep_payloads)
-    out = _ATTRS_SEEN(line, keep_payloads)
-    if len(_ATTRS_KNOWN) < _ATTRS_KNOWN_MAX:
-        _ATTRS_KNOWN[line, keep_payloads] = out
+    out = _ATTRS_SEEN.get((line, keep_payloads), _UNSEEN)
+    if out is _UNSEEN:
+        out = attrs_udf(line, keep_payloads)
+        if len(_ATTRS_SEEN) >= _ATTRS_SEEN_MAX:
+            _ATTRS_SEEN.clear()
+        _ATTRS_SEEN[line, keep_payloads] = out
     return out
 
 
@@ -71,11 +70,11 @@ def known_attrs(keep_payloads: bool) -> "pa.Table":
     what the function made of it): a value seen in an earlier statement is not handed to Python
     again. A log repeats a few attrs, and each call of the function, a vector of a few hundred
     rows, cost 1.5 ms with the GIL held: 0.73 s of Python per million lines (bench/RESULTS.md).
-    Held in this process's memory only, as the function's own cache is, and forgotten with it."""
+    The function's own memory: held in this process only, and forgotten with the ingest."""
     import pyarrow as pa
 
     raws, outs = [], []
-    for (line, keep), out in list(_ATTRS_KNOWN.items()):
+    for (line, keep), out in list(_ATTRS_SEEN.items()):
         if keep == keep_payloads and line.startswith(_ATTRS_OPEN) and line.endswith(_ATTRS_CLOSE):
             raws.append(line[len(_ATTRS_OPEN):-len(_ATTRS_CLOSE)])
             outs.append(out)

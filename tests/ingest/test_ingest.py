@@ -281,24 +281,31 @@ def test_the_attrs_memory_lasts_one_ingest(tmp_path, monkeypatch):
     """The attrs function remembers the attrs it decoded (raw text: payloads before hashing)
     for the ingest that read them, no longer."""
     import auditor.store as store
+    import auditor.store.setup as setup
     from auditor.store.setup import _ATTRS_SEEN
 
-    seen = []
-    real = store.forget_attrs
+    seen, decoded = [], []
+    real, real_udf = store.forget_attrs, setup.attrs_udf
 
     def forget():
-        seen.append(_ATTRS_SEEN.cache_info())
+        seen.append(len(_ATTRS_SEEN))
         real()
 
+    def udf(line, keep):
+        decoded.append(line)
+        return real_udf(line, keep)
+
     monkeypatch.setattr(store, "forget_attrs", forget)
+    monkeypatch.setattr(setup, "attrs_udf", udf)
     path = tmp_path / "prompts.jsonl"
     path.write_text("".join(json.dumps({"seq": i, "workflow_key": "k", "kind": "progress", "epoch": 1,
                                         "worker": "w", "attrs": {"prompt": f"secret {i % 3}"}}) + "\n"
                             for i in range(1, 3001)))
     with audit([path]) as r:
         assert r.input.events == 3000
-    assert seen and seen[0].currsize == 3 and seen[0].hits > 0  # three distinct attrs, decoded once each
-    assert _ATTRS_SEEN.cache_info().currsize == 0
+    assert seen and seen[0] == 3  # three distinct attrs, remembered
+    assert len(decoded) == 3 == len(set(decoded))  # and decoded once each, for 3,000 lines
+    assert not _ATTRS_SEEN
 
 
 @pytest.mark.parametrize("keep", ["never", "always", "alternating"])
